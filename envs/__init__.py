@@ -1,0 +1,1 @@
+"""envs: rollouts. Datasets, inference backends and environments. Imports ``rubrics``, never ``train``."""

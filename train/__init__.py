@@ -1,0 +1,1 @@
+"""train: optimisation. Config, orchestration, advantages, loss, trainer loop, weight sync, logging."""

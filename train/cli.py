@@ -1,0 +1,74 @@
+"""The ``rubric-grpo`` command. Each subcommand imports its heavy modules only when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+
+def _score(args: argparse.Namespace) -> int:
+    from rubrics.batch import InputError, load_rubric, read_states, score_states
+
+    try:
+        rubric = load_rubric(args.rubric)
+        states = read_states(Path(args.data))
+    except InputError as exc:
+        print(f"rubric-grpo score: {exc}", file=sys.stderr)
+        return 2
+    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+
+    def write(group: list) -> None:  # each group is saved as soon as it is scored
+        if out is not None:
+            for state in group:
+                out.write(json.dumps(state, default=str) + "\n")
+            out.flush()
+
+    try:
+        summary = asyncio.run(score_states(rubric, states, on_group=write))
+    finally:
+        if out is not None:
+            out.close()
+        for child in [rubric, *getattr(rubric, "rubrics", [])]:
+            close = getattr(child, "close", None)
+            if callable(close):
+                close()
+    print(json.dumps(summary.as_dict(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+
+    score = sub.add_parser("score", help="score a JSONL file of rollouts with a rubric")
+    score.add_argument("data", help="JSONL, one state per line; lines sharing 'group' are scored together")
+    score.add_argument(
+        "--rubric",
+        default="rubrics.examples:math_with_format",
+        help="module:attribute of a Rubric or a factory (default: %(default)s)",
+    )
+    score.add_argument("--out", help="write the scored states here (JSONL), group by group")
+    score.set_defaults(handler=_score)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from rubrics import __version__
+
+        print(f"rubric-grpo {__version__}")
+        return 0
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 1
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
