@@ -1,0 +1,263 @@
+"""Weighted-criteria rubrics (seed 002): ``Criterion``, reports, and ``CriteriaRubric`` with its loaders.
+
+A criterion is a requirement with a weight: positive for a desired trait, negative for an error (a MET
+negative criterion subtracts its weight). ``CriteriaRubric`` loads from a flat list of criteria, a list of
+sections each holding ``criteria``, or a dict with a ``sections`` or ``rubric`` key, in YAML or JSON. A bad
+item is rejected with its path (``sections[1].criteria[0]``), the field and the reason, and the file name
+when it came from one. ``await rubric.grade(to_grade, autograder, query)`` returns an ``EvaluationReport``;
+``rubric.as_rubric(autograder)`` turns it into a training ``Rubric`` (score = reward, each criterion's
+verdict a metric).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rubrics.judges.base import render_messages, response_text
+from rubrics.rubric import Rubric
+from rubrics.types import Messages
+
+if TYPE_CHECKING:
+    from rubrics.autograders.graders import Autograder
+
+ToGrade = str | Mapping[str, str]
+"""What a grader reads: the response text, or ``{"thinking": ..., "output": ...}``."""
+
+
+class Criterion(BaseModel):
+    """One weighted requirement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weight: float = Field(allow_inf_nan=False)
+    """Points when MET: positive for a desired trait, negative for an error."""
+    requirement: str = Field(min_length=1)
+    """What the response must do (or, for a negative weight, the error it must not make)."""
+    name: str | None = None
+    """Optional short name, used as the metric key."""
+
+
+class CriterionReport(Criterion):
+    """A criterion with its verdict."""
+
+    verdict: Literal["MET", "UNMET"]
+    """``MET``: the requirement holds (for a negative criterion: the error was made)."""
+    reason: str = ""
+    """The grader's explanation."""
+
+
+class EvaluationReport(BaseModel):
+    """The result of grading one response."""
+
+    score: float
+    """0 to 1 with ``normalize=True``, otherwise ``raw_score``."""
+    raw_score: float
+    """The weighted sum, comparable across graders."""
+    llm_raw_score: float
+    """The model's 0-100 score for ``RubricAsJudgeGrader``; otherwise ``raw_score``."""
+    report: list[CriterionReport] | None = None
+    """Per-criterion verdict, requirement and reason; None for ``RubricAsJudgeGrader``."""
+
+
+class CriteriaLoadError(ValueError):
+    """A rubric file or object is malformed; the message names the file, the item and the field."""
+
+
+def _items(data: Any, where: str) -> list[tuple[str, Any]]:
+    """Every criterion item with its path, from any accepted shape."""
+    if isinstance(data, Mapping):
+        for key in ("sections", "rubric", "criteria"):
+            if key in data:
+                return _items(data[key], f"{where}.{key}" if where else key)
+        raise CriteriaLoadError(
+            f"{where or 'rubric'}: expected a list of criteria or a dict with a 'sections', 'rubric' or "
+            f"'criteria' key; got keys {sorted(map(str, data))}"
+        )
+    if isinstance(data, str | bytes) or not isinstance(data, Sequence):
+        raise CriteriaLoadError(
+            f"{where or 'rubric'}: expected a list of criteria, got {type(data).__name__}"
+        )
+    out: list[tuple[str, Any]] = []
+    for i, item in enumerate(data):
+        path = f"{where}[{i}]"
+        if isinstance(item, Mapping) and "criteria" in item:
+            out.extend(_items(item["criteria"], f"{path}.criteria"))
+        else:
+            out.append((path, item))
+    return out
+
+
+def _criterion(path: str, item: Any) -> Criterion:
+    if isinstance(item, Criterion):
+        return item
+    if not isinstance(item, Mapping):
+        raise CriteriaLoadError(f"{path}: expected a mapping with 'weight' and 'requirement', got {item!r}")
+    try:
+        return Criterion.model_validate(dict(item))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field {'.'.join(map(str, e['loc'])) or '?'!r}: {e['msg']}" for e in exc.errors()
+        )
+        raise CriteriaLoadError(f"{path}: {problems}") from None
+
+
+def _load_text(text: str, source: str, kind: Literal["yaml", "json"]) -> Any:
+    try:
+        return json.loads(text) if kind == "json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CriteriaLoadError(f"{source}: not valid {kind.upper()}: {exc}") from exc
+
+
+class CriteriaRubric:
+    """A list of weighted criteria, graded by an autograder."""
+
+    def __init__(
+        self, criteria: Sequence[Criterion | Mapping[str, Any]], autograder: Autograder | None = None
+    ):
+        self.criteria: list[Criterion] = [_criterion(f"[{i}]", c) for i, c in enumerate(criteria)]
+        """The criteria, in order (their indices are the one-shot grader's ``criterion_idx``)."""
+        if not self.criteria:
+            raise CriteriaLoadError("a criteria rubric needs at least one criterion")
+        self.autograder = autograder
+        """Used by ``grade`` when none is passed."""
+
+    def __len__(self) -> int:
+        return len(self.criteria)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> CriteriaRubric:
+        """Build from plain data of any accepted shape; ``source`` (a file name) prefixes error messages."""
+        try:
+            return cls([_criterion(path, item) for path, item in _items(data, "")])
+        except CriteriaLoadError as exc:
+            raise CriteriaLoadError(f"{source}: {exc}" if source else str(exc)) from None
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "<yaml>") -> CriteriaRubric:
+        """Build from YAML text."""
+        return cls.from_dict(_load_text(text, source, "yaml"), source)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "<json>") -> CriteriaRubric:
+        """Build from JSON text."""
+        return cls.from_dict(_load_text(text, source, "json"), source)
+
+    @classmethod
+    def from_file(cls, file: str | os.PathLike[str] | IO[str] | IO[bytes]) -> CriteriaRubric:
+        """Build from a path or an open (named) file; ``.json`` is JSON, anything else YAML."""
+        if isinstance(file, str | os.PathLike):
+            path = Path(file)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CriteriaLoadError(f"{path}: cannot read: {exc}") from exc
+            name = str(path)
+        else:
+            raw = file.read()
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            name = str(getattr(file, "name", "<file>"))
+        kind: Literal["yaml", "json"] = "json" if name.lower().endswith(".json") else "yaml"
+        return cls.from_dict(_load_text(text, name, kind), name)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The criteria as a flat list of plain dicts."""
+        return [c.model_dump(exclude_none=True) for c in self.criteria]
+
+    async def grade(
+        self, to_grade: ToGrade, autograder: Autograder | None = None, query: str | None = None
+    ) -> EvaluationReport:
+        """Grade one response (text, or a dict with ``thinking`` and ``output``)."""
+        grader = autograder or self.autograder
+        if grader is None:
+            raise ValueError(
+                "no autograder: pass grade(..., autograder=...) or CriteriaRubric(criteria, autograder=...)"
+            )
+        return await grader.grade(self.criteria, to_grade, query=query)
+
+    def metric_name(self, index: int) -> str:
+        """The metric key of criterion ``index``: ``criterion/<index>`` or ``criterion/<index>_<name>``."""
+        name = self.criteria[index].name
+        return f"criterion/{index}_{name}" if name else f"criterion/{index}"
+
+    def as_rubric(
+        self, autograder: Autograder | None = None, weight: float = 1.0, name: str = "criteria"
+    ) -> Rubric:
+        """A ``Rubric``: the graded score is the reward, each criterion's verdict (1.0 MET) a metric."""
+        grader = autograder or self.autograder
+        if grader is None:
+            raise ValueError("as_rubric needs an autograder")
+        reports = _SharedReports(self, grader)
+
+        async def score(
+            prompt: Messages | str | None, completion: Messages | str | None, state: Any
+        ) -> float:
+            return (await reports.get(prompt, completion, state)).score
+
+        score.__name__ = name
+        rubric = Rubric(funcs=[score], weights=[weight])
+        if grader.gives_verdicts:
+            for i in range(len(self.criteria)):
+                rubric.add_metric(reports.verdict_metric(i, self.metric_name(i)))
+        return rubric
+
+
+class _SharedReports:
+    """One grading per rollout, shared by the score function and every criterion metric of that rollout."""
+
+    def __init__(self, rubric: CriteriaRubric, grader: Autograder) -> None:
+        self.rubric = rubric
+        self.grader = grader
+        self.consumers = 1 + (len(rubric.criteria) if grader.gives_verdicts else 0)
+        self._pending: dict[int, tuple[Any, Any, int]] = {}  # id(state) -> (state, task, reads left)
+
+    async def get(
+        self, prompt: Messages | str | None, completion: Messages | str | None, state: Any
+    ) -> EvaluationReport:
+        """The rollout's report: graded by the first caller, awaited by the others."""
+        key = id(state)
+        if key not in self._pending:
+            query = _last_user_text(prompt)
+            task = asyncio.ensure_future(
+                self.rubric.grade(response_text(completion), self.grader, query=query)
+            )
+            self._pending[key] = (state, task, self.consumers)
+        held_state, task, left = self._pending[key]
+        if left <= 1:
+            del self._pending[key]
+        else:
+            self._pending[key] = (held_state, task, left - 1)
+        report: EvaluationReport = await task
+        return report
+
+    def verdict_metric(self, index: int, metric: str) -> Any:
+        async def verdict(
+            prompt: Messages | str | None, completion: Messages | str | None, state: Any
+        ) -> float:
+            try:
+                report = (await self.get(prompt, completion, state)).report
+            except Exception:  # the score function reports this rollout's failure once, as errors/<name>
+                return math.nan
+            if report is None:
+                return math.nan
+            return 1.0 if report[index].verdict == "MET" else 0.0
+
+        verdict.__name__ = metric
+        return verdict
+
+
+def _last_user_text(prompt: Messages | str | None) -> str | None:
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    for message in reversed(prompt):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return render_messages(prompt) or None

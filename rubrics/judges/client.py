@@ -1,0 +1,291 @@
+"""``LLMJudgeClient``: chat completions from any OpenAI-compatible endpoint, made safe for scoring at scale.
+
+- the key is read from the environment variable *named* by ``api_key_env``; it is never logged, saved or
+  shown in ``repr``;
+- structured JSON output (``json_schema``, falling back to ``json_object``, then to plain text, when the
+  server rejects it with a 400);
+- one ``asyncio.Semaphore`` bounds the requests in flight; every judge built on one client shares it, and
+  several clients can share one by passing ``semaphore=``;
+- a total timeout on every request;
+- retries with exponential backoff and full jitter (``tenacity``) on rate limits (429), server errors (5xx),
+  timeouts, dropped connections and malformed verdicts (not JSON, cut mid-JSON, wrong keys or values);
+- a cache of parsed verdicts keyed by the exact request;
+- on plain ``http://`` endpoints, a lean keep-alive transport (``transport.py``) that keeps the client's CPU
+  per verdict well under a judge's latency;
+- after the last attempt, ``JudgeError``: never a silent 0. Inside a ``Rubric`` that marks the rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, cast
+
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from rubrics.judges.base import JudgeError
+from rubrics.judges.formats import JudgeFormatError
+from rubrics.judges.transport import lean_http_client
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
+_FALLBACK: dict[str, StructuredOutput] = {"json_schema": "json_object", "json_object": "none"}
+
+
+class MalformedVerdictError(JudgeFormatError):
+    """The endpoint answered, but its reply is not a valid verdict (retried like a server error)."""
+
+
+@dataclass
+class JudgeClientStats:
+    """Counters of one client, for logging and tests."""
+
+    calls: int = 0
+    """Verdicts asked for (cache hits included)."""
+    requests: int = 0
+    """HTTP requests sent (first attempts and retries)."""
+    retries: int = 0
+    """Attempts after a retryable fault."""
+    cache_hits: int = 0
+    """Verdicts served from the cache."""
+    failures: int = 0
+    """Calls that raised ``JudgeError`` after their last attempt."""
+    faults: Counter[str] = field(default_factory=Counter)
+    """Faults seen, by cause: ``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``malformed``, ..."""
+
+
+def fault_cause(exc: BaseException) -> str:
+    """A short name for why an attempt failed."""
+    if isinstance(exc, MalformedVerdictError):
+        return "malformed"
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429:
+            return "rate_limit"
+        return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
+    return type(exc).__name__
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limits, server errors, timeouts, connection drops and malformed verdicts are worth another try."""
+    if isinstance(exc, MalformedVerdictError | TimeoutError | openai.APIConnectionError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+class LLMJudgeClient:
+    """One OpenAI-compatible judge endpoint with bounded concurrency, timeouts, retries and a verdict cache."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = None,
+        *,
+        max_concurrency: int = 32,
+        semaphore: asyncio.Semaphore | None = None,
+        timeout_s: float = 60.0,
+        max_attempts: int = 5,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        max_tokens: int = 2048,
+        temperature: float = 0.0,
+        structured_output: StructuredOutput = "auto",
+        cache: bool = True,
+        extra_body: dict[str, Any] | None = None,
+        lean_http: bool | None = None,
+    ) -> None:
+        if max_attempts < 1 or max_concurrency < 1 or timeout_s <= 0:
+            raise ValueError("max_attempts and max_concurrency must be >= 1 and timeout_s > 0")
+        self.base_url = base_url
+        """Endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
+        self.model = model
+        """Model name sent with every request."""
+        self.api_key_env = api_key_env
+        """Name of the environment variable holding the key (never the key itself)."""
+        self.timeout_s = timeout_s
+        """Total time allowed for one request."""
+        self.max_attempts = max_attempts
+        """Attempts per verdict, the first included."""
+        self.max_tokens = max_tokens
+        """Token budget of a verdict: large, so JSON is never cut mid-object."""
+        self.temperature = temperature
+        """Sampling temperature (0 makes the cache exact)."""
+        self.structured_output = structured_output
+        """``auto`` tries ``json_schema``, then ``json_object``, then plain text."""
+        self.extra_body = extra_body
+        """Extra request fields for the server (e.g. vLLM sampling options)."""
+        self.semaphore = semaphore or asyncio.Semaphore(max_concurrency)
+        """Bounds the requests in flight; share it to bound a whole run."""
+        self.stats = JudgeClientStats()
+        """Counters of calls, retries, faults and failures."""
+        self._mode: StructuredOutput = "json_schema" if structured_output == "auto" else structured_output
+        self._cache: dict[str, Any] | None = {} if cache else None
+        self._wait = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
+        if lean_http is None:
+            lean_http = base_url.startswith("http://")
+        self.lean_http = lean_http
+        """Use ``LeanHTTPTransport`` (plain ``http://`` endpoints; the default there) instead of httpx's pool."""
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=self._read_key(),
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=lean_http_client(timeout_s) if lean_http else None,
+        )
+
+    def _read_key(self) -> str:
+        if self.api_key_env is None:
+            return "EMPTY"  # local servers (vLLM) accept any key
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ValueError(
+                f"the judge's API key variable {self.api_key_env!r} is not set in the environment"
+            )
+        return key
+
+    def __repr__(self) -> str:
+        return f"LLMJudgeClient(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+
+    async def close(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> LLMJudgeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def request_key(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+        """Cache key: a hash of everything that shapes the reply."""
+        request = [
+            self.base_url,
+            self.model,
+            messages,
+            schema,
+            self.max_tokens,
+            self.temperature,
+            self.extra_body,
+        ]
+        return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        parse: Callable[[str], T],
+        schema: dict[str, Any] | None = None,
+        schema_name: str = "verdict",
+    ) -> T:
+        """Ask for one verdict and ``parse`` it; retries until it parses or attempts run out (``JudgeError``)."""
+        self.stats.calls += 1
+        key = self.request_key(messages, schema) if self._cache is not None else ""
+        if self._cache is not None and key in self._cache:
+            self.stats.cache_hits += 1
+            return cast(T, self._cache[key])
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            before_sleep=self._before_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    text, finish_reason = await self._request(messages, schema, schema_name)
+                    result = _parse(parse, text, finish_reason)
+        except Exception as exc:
+            self.stats.failures += 1
+            self.stats.faults[fault_cause(exc)] += 1  # the last attempt's fault (earlier ones: _before_retry)
+            attempts = retrying.statistics.get("attempt_number", 1)
+            raise JudgeError(
+                f"judge {self.model!r} at {self.base_url}: no verdict after {attempts} attempt(s): "
+                f"{fault_cause(exc)}: {exc}"
+            ) from exc
+        if self._cache is not None:
+            self._cache[key] = result
+        return result
+
+    def _before_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        cause = fault_cause(exc) if exc else "unknown"
+        self.stats.retries += 1
+        self.stats.faults[cause] += 1
+        logger.debug("judge %s: attempt %d failed (%s); retrying", self.model, state.attempt_number, cause)
+
+    async def _request(
+        self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, schema_name: str
+    ) -> tuple[str, str | None]:
+        async with self.semaphore:
+            self.stats.requests += 1
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._create(messages, schema, schema_name)
+        try:
+            choice = response["choices"][0]
+            content = choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise MalformedVerdictError(f"not a chat completion: {str(response)[:200]}") from None
+        return str(content), choice.get("finish_reason")
+
+    async def _create(
+        self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, schema_name: str
+    ) -> Any:
+        while True:
+            mode = self._mode
+            extra: dict[str, Any] = {}
+            if mode == "json_schema" and schema is not None:
+                extra["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema_name, "schema": schema},
+                }
+            elif mode in ("json_schema", "json_object"):
+                extra["response_format"] = {"type": "json_object"}
+            payload: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                **extra,
+                **(self.extra_body or {}),
+            }
+            try:
+                # The client's generic POST: the same errors, auth and base URL as ``chat.completions.create``
+                # without its per-call request transformation (a third of the client's CPU per verdict).
+                return await self._client.post("/chat/completions", body=payload, cast_to=object)
+            except openai.BadRequestError:
+                if self.structured_output != "auto" or mode == "none":
+                    raise
+                if self._mode == mode:
+                    self._mode = _FALLBACK[mode]
+                    logger.warning(
+                        "judge %s rejected response_format %s; using %s", self.model, mode, self._mode
+                    )
+
+
+def _parse(parse: Callable[[str], T], text: str, finish_reason: str | None) -> T:
+    try:
+        return parse(text)
+    except ValueError as exc:  # JudgeFormatError and pydantic's ValidationError are ValueErrors
+        cut = " (the reply was cut at max_tokens)" if finish_reason == "length" else ""
+        raise MalformedVerdictError(f"{exc}{cut}") from exc

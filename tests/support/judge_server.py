@@ -1,0 +1,191 @@
+"""A real, fault-injecting OpenAI chat-completions server on 127.0.0.1, for judge tests and the benchmark.
+
+``JudgeServer`` runs a stdlib ``ThreadingHTTPServer`` in a background thread on a free port. Each request to
+``POST /v1/chat/completions`` takes the next fault from ``faults`` (a queue; empty means answer normally):
+
+- ``"429"``, ``"500"``, ``"503"``: that HTTP status with an OpenAI-style error body;
+- ``"slow"``: sleep ``slow_s`` (longer than the client's timeout) and then answer;
+- ``"malformed"``: a reply that is not JSON; ``"truncated"``: JSON cut in the middle (finish ``length``);
+- ``"fenced"``: the verdict wrapped in a ```json code fence with prose around it (valid once recovered);
+- ``"wrong_value"``: valid JSON whose answer is outside every option;
+- ``"reject_schema"``: a 400 for requests that carry ``response_format`` (servers without structured output).
+
+The normal verdict comes from ``responder(request_body) -> str``; ``delay_s`` adds latency to every answer.
+Every request body is kept in ``requests``. Run as a script (``python -m tests.support.judge_server
+--delay 0.05``) to serve from a separate process; it prints the port on its first line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEFAULT_VERDICT = '{"reasoning": "The response satisfies the requirement.", "answer": 1.0}'
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+def default_responder(body: dict[str, Any]) -> str:
+    """A positive verdict in the shape the request's JSON schema asks for (binary yes by default)."""
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
+    properties = schema.get("properties", {})
+    if "criterion_status" in properties:
+        return '{"explanation": "The criterion holds.", "criterion_status": "MET"}'
+    if "overall_score" in properties:
+        return '{"explanation": "Good.", "overall_score": 100}'
+    return DEFAULT_VERDICT
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # silence the per-request log
+        return
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        owner = self.server.owner
+        fault = owner.record(body, self.headers.get("Authorization"))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+            self._answer(owner, body, fault)
+
+    def _answer(self, owner: JudgeServer, body: dict[str, Any], fault: str | None) -> None:
+        if fault in ("429", "500", "503"):
+            self._send(
+                int(fault), {"error": {"message": f"injected {fault}", "type": "injected", "code": fault}}
+            )
+            return
+        if fault == "reject_schema" and "response_format" in body:
+            self._send(400, {"error": {"message": "response_format is not supported", "type": "invalid"}})
+            return
+        if fault == "slow":
+            time.sleep(owner.slow_s)
+        if owner.delay_s:
+            time.sleep(owner.delay_s)
+        content = owner.responder(body)
+        finish = "stop"
+        if fault == "malformed":
+            content = "I think the answer is probably yes."
+        elif fault == "truncated":
+            content, finish = content[: max(1, len(content) // 2)], "length"
+        elif fault == "fenced":
+            content = f"Here is my verdict:\n```json\n{content}\n```\nThanks."
+        elif fault == "wrong_value":
+            content = '{"reasoning": "out of the options", "answer": 7.5}'
+        self._send(200, _completion(body.get("model", "judge"), content, finish))
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _completion(model: str, content: str, finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 512
+    owner: JudgeServer
+
+
+class JudgeServer:
+    """The fault-injecting server; use as a context manager (``with JudgeServer() as server:``)."""
+
+    def __init__(self, responder: Responder = default_responder, delay_s: float = 0.0, slow_s: float = 2.0):
+        self.responder = responder
+        """Builds the normal verdict text from a request body."""
+        self.delay_s = delay_s
+        """Latency added to every answer."""
+        self.slow_s = slow_s
+        """Extra sleep of a ``slow`` fault."""
+        self.faults: collections.deque[str] = collections.deque()
+        """Faults to inject, one per request, in order."""
+        self.requests: list[dict[str, Any]] = []
+        """Every request body received."""
+        self.authorizations: list[str | None] = []
+        """The ``Authorization`` header of each request."""
+        self.fault_log: list[str | None] = []
+        """The fault applied to each request (None: answered normally)."""
+        self._lock = threading.Lock()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port bound on 127.0.0.1."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as an OpenAI client's ``base_url``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def inject(self, *faults: str) -> None:
+        """Queue faults for the next requests."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    def record(self, body: dict[str, Any], authorization: str | None = None) -> str | None:
+        """Keep a request and pop the fault it gets."""
+        with self._lock:
+            self.requests.append(body)
+            self.authorizations.append(authorization)
+            fault = self.faults.popleft() if self.faults else None
+            self.fault_log.append(fault)
+            return fault
+
+    def start(self) -> JudgeServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> JudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """Serve from this process until killed; the first line printed is the port."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds added to every answer")
+    args = parser.parse_args()
+    server = JudgeServer(delay_s=args.delay)
+    print(server.port, flush=True)
+    server._httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
