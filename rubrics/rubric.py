@@ -25,7 +25,7 @@ from typing import Any
 
 from rubrics.binding import PLURAL_ARGS, SINGULAR_ARGS, Binding, bind, func_name
 from rubrics.parsers import Parser
-from rubrics.types import RewardFunc, State
+from rubrics.types import RewardFunc, RewardWithMetrics, State
 
 ERROR_PREFIX = "errors/"
 
@@ -286,8 +286,7 @@ def _run_one(
     if binding.is_async:
         return _await_one(binding, kwargs, values, errors)
     try:
-        result = binding.func(**kwargs)
-        values[binding.name] = _as_float(binding.name, result)
+        _store(binding.name, binding.func(**kwargs), values)
     except Exception as exc:
         values[binding.name] = math.nan
         values[ERROR_PREFIX + binding.name] = 1.0
@@ -299,8 +298,7 @@ async def _await_one(
     binding: Binding, kwargs: dict[str, Any], values: dict[str, float], errors: list[str]
 ) -> None:
     try:
-        result = await binding.func(**kwargs)
-        values[binding.name] = _as_float(binding.name, result)
+        _store(binding.name, await binding.func(**kwargs), values)
     except Exception as exc:
         values[binding.name] = math.nan
         values[ERROR_PREFIX + binding.name] = 1.0
@@ -320,6 +318,15 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ScoringError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+def _store(name: str, result: Any, values: dict[str, float]) -> None:
+    if isinstance(result, RewardWithMetrics):
+        extras = {k: _as_float(k, v) for k, v in result.metrics.items()}
+        values[name] = _as_float(name, result.value)
+        values.update(extras)
+    else:
+        values[name] = _as_float(name, result)
 
 
 def _as_float(name: str, value: Any) -> float:

@@ -8,6 +8,7 @@ few of them is a valid state.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 
@@ -20,8 +21,8 @@ class Message(TypedDict, total=False):
     """The message text."""
 
 
-Messages = list[Message] | list[dict[str, Any]]
-"""A conversation: a list of chat messages."""
+Messages = list[dict[str, Any]]
+"""A conversation: a list of chat messages (dicts with ``role`` and ``content``, see ``Message``)."""
 
 
 class TrajectoryStep(TypedDict, total=False):
@@ -69,9 +70,27 @@ class State(TypedDict, total=False):
     """True when generation stopped at the token limit."""
     turn: int
     """Number of model turns taken."""
+    stop_reason: str
+    """Why a multi-turn rollout ended (``completed``, ``terminal``, ``incorrect``, ``max_turns``, ...)."""
+    multistep: dict[str, Any]
+    """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
 
 
-IndividualRewardFunc = Callable[..., float | Awaitable[float]]
+@dataclass(frozen=True)
+class RewardWithMetrics:
+    """What a reward function may return instead of a float: its value plus extra metrics.
+
+    The extras land in ``state["metrics"]`` under their own names (they add nothing to the reward)."""
+
+    value: float
+    """The function's value (weighted into the reward)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Extra metric values by name."""
+
+
+IndividualRewardFunc = Callable[
+    ..., float | RewardWithMetrics | Awaitable[float] | Awaitable[RewardWithMetrics]
+]
 """Scores one rollout: arguments injected by name (``prompt``, ``completion``, ``answer``, ...)."""
 
 GroupRewardFunc = Callable[..., list[float] | Awaitable[list[float]]]
@@ -86,6 +105,7 @@ __all__ = [
     "Message",
     "Messages",
     "RewardFunc",
+    "RewardWithMetrics",
     "State",
     "TrajectoryStep",
 ]

@@ -39,6 +39,39 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rubric_validate(args: argparse.Namespace) -> int:
+    from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
+
+    try:
+        rubric = load_rubric(args.file)
+        scenarios = [s for f in args.scenarios for s in load_scenarios(f, rubric)]
+    except RubricFileError as exc:
+        print(f"rubric-grpo rubric validate: {exc}", file=sys.stderr)
+        return 2
+    graph = rubric.graph
+    print(
+        f"{args.file}: ok: {len(graph.requirements)} requirements, {graph.depth} levels, "
+        f"{len(graph.paths())} paths" + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
+    )
+    return 0
+
+
+def _rubric_show(args: argparse.Namespace) -> int:
+    from rubrics.multistep.io import RubricFileError, load_rubric
+    from rubrics.multistep.show import describe, to_svg
+
+    try:
+        rubric = load_rubric(args.file)
+    except RubricFileError as exc:
+        print(f"rubric-grpo rubric show: {exc}", file=sys.stderr)
+        return 2
+    print(describe(rubric))
+    if args.svg:
+        Path(args.svg).write_text(to_svg(rubric), encoding="utf-8")
+        print(f"\ndrawing written to {args.svg}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -53,6 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--out", help="write the scored states here (JSONL), group by group")
     score.set_defaults(handler=_score)
+
+    rubric = sub.add_parser("rubric", help="validate or show a multi-step rubric file").add_subparsers(
+        dest="rubric_command", required=True
+    )
+    validate = rubric.add_parser("validate", help="check a rubric file (and scenario files against it)")
+    validate.add_argument("file", help="rubric YAML")
+    validate.add_argument("--scenarios", action="append", default=[], help="scenario YAML/JSONL (repeatable)")
+    validate.set_defaults(handler=_rubric_validate)
+    show = rubric.add_parser("show", help="print levels, branches and paths; optionally draw the DAG")
+    show.add_argument("file", help="rubric YAML")
+    show.add_argument("--svg", help="write an SVG drawing of the DAG here")
+    show.set_defaults(handler=_rubric_show)
     return parser
 
 

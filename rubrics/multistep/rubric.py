@@ -1,0 +1,165 @@
+"""``MultiStepRubric``: a DAG of requirements, judges, and a reward strategy, usable as a ``Rubric``.
+
+Scoring a state reads the scenario's ground truth from ``state["answer"]`` (requirement name ->
+``{"answer", "reasoning"}``) and the reply from ``state["completion"]``. When an environment already
+judged the rollout turn by turn it leaves the verdicts in ``state["multistep"]`` and nothing is judged
+twice. Metrics: ``req/<name>`` (1.0 correct, 0.0 incorrect) for every judged requirement, ``depth``,
+``path_length`` and ``stop/<reason>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
+from rubrics.multistep.evaluation import EvaluationResult, Walk, evaluate, ground_truth_walk
+from rubrics.multistep.judging import RequirementJudge, check_rule_spec
+from rubrics.multistep.requirements import Requirement
+from rubrics.multistep.scenario import Scenario
+from rubrics.multistep.strategies import RewardStrategy
+from rubrics.rubric import RewardWithMetrics, Rubric
+from rubrics.types import Messages, State
+
+
+class MultiStepRubric(Rubric):
+    """Requirements wired as a DAG whose next steps depend on the judged answer."""
+
+    def __init__(
+        self,
+        requirements: Sequence[Requirement],
+        judges: Mapping[str, RequirementJudge] | Sequence[RequirementJudge],
+        reward_strategy: RewardStrategy | str | Mapping[str, Any] = "level_weighted",
+        default_judge: str | None = None,
+        roots: Sequence[str] | None = None,
+        name: str = "",
+        description: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        """The rubric's name."""
+        self.description = description
+        """What the rubric evaluates."""
+        self.graph: Graph = build_graph(requirements, roots)
+        """The validated DAG."""
+        self.declared_roots = list(roots) if roots else None
+        self.judges: dict[str, RequirementJudge] = _judges_by_name(judges)
+        """Judges by name."""
+        if default_judge is not None and default_judge not in self.judges:
+            raise RubricValidationError(f"field 'default_judge' names unknown judge {default_judge!r}")
+        self.default_judge: str = default_judge or next(iter(self.judges))
+        """The judge of requirements that name none."""
+        self.reward_strategy = (
+            reward_strategy
+            if isinstance(reward_strategy, RewardStrategy)
+            else RewardStrategy.from_dict(reward_strategy)
+        )
+        """How verdicts become one reward."""
+        self._check_judges()
+        self.add_reward_func(self.multistep_reward)
+
+    def _check_judges(self) -> None:
+        for req in self.graph.requirements.values():
+            judge_name = req.judge or self.default_judge
+            if judge_name not in self.judges:
+                raise RubricValidationError(
+                    f"requirement {req.name!r}: field 'judge' names unknown judge {judge_name!r} "
+                    f"(configured: {', '.join(self.judges)})"
+                )
+            reason = self.judges[judge_name].cannot_answer(req)
+            if reason is not None:
+                raise RubricValidationError(
+                    f"requirement {req.name!r}: field 'judge': judge {judge_name!r} cannot answer this "
+                    f"{req.kind} requirement: {reason}"
+                )
+            for key, spec in req.rules.items():
+                try:
+                    check_rule_spec(req.name, key, spec)
+                except ValueError as exc:
+                    raise RubricValidationError(str(exc)) from exc
+
+    # -- the DAG -------------------------------------------------------------------------------------
+
+    @property
+    def requirements(self) -> list[Requirement]:
+        """The requirements, in definition order."""
+        return list(self.graph.requirements.values())
+
+    @property
+    def roots(self) -> list[str]:
+        """Where evaluation starts."""
+        return list(self.graph.roots)
+
+    @property
+    def levels(self) -> list[list[str]]:
+        """Requirement names by topological level."""
+        return self.graph.by_level()
+
+    def paths(self) -> list[list[str]]:
+        """Every root-to-terminal path."""
+        return self.graph.paths()
+
+    # -- evaluation ----------------------------------------------------------------------------------
+
+    def walk(self, answers: Mapping[str, Any]) -> Walk:
+        """A fresh evaluation state for one rollout (environments judge turn by turn with it)."""
+        return Walk(self.graph, self.judges, self.default_judge, answers)
+
+    async def evaluate(
+        self,
+        answers: Mapping[str, Any] | Scenario,
+        completion: Messages | str,
+        prompt: Messages | str | None = None,
+    ) -> EvaluationResult:
+        """Walk the DAG over one reply."""
+        if isinstance(answers, Scenario):
+            prompt = answers.prompt if prompt is None else prompt
+            answers = answers.answers
+        return await evaluate(self.graph, self.judges, self.default_judge, answers, prompt, completion)
+
+    def reward(self, result: EvaluationResult, answers: Mapping[str, Any]) -> float:
+        """The strategy's reward for a walk, against the scenario's ideal walk."""
+        return self.reward_strategy(result.results, ground_truth_walk(self.graph, answers).results)
+
+    async def multistep_reward(
+        self, prompt: Messages | str, completion: Messages | str, answer: Any, state: State
+    ) -> RewardWithMetrics:
+        """The reward function this rubric registers: evaluate (or reuse the environment's verdicts)."""
+        if not isinstance(answer, Mapping):
+            raise ValueError("state['answer'] must map requirement names to ground-truth answers")
+        prejudged = state.get("multistep")
+        if isinstance(prejudged, Mapping):
+            result = EvaluationResult.from_dict(prejudged)
+        else:
+            result = await self.evaluate(answer, completion, prompt)
+            state["multistep"] = result.to_dict()
+        metrics = {f"req/{r.name}": 1.0 if r.correct else 0.0 for r in result.results}
+        metrics["depth"] = float(result.depth)
+        metrics["path_length"] = float(len(result.path))
+        metrics[f"stop/{result.stop_reason}"] = 1.0
+        return RewardWithMetrics(self.reward(result, answer), metrics)
+
+
+def _judges_by_name(
+    judges: Mapping[str, RequirementJudge] | Sequence[RequirementJudge],
+) -> dict[str, RequirementJudge]:
+    if isinstance(judges, Mapping):
+        out = dict(judges)
+    else:
+        out = {}
+        for i, judge in enumerate(judges):
+            name = getattr(judge, "name", None)
+            if not isinstance(name, str) or not name:
+                raise RubricValidationError(f"judges[{i}] has no name")
+            if name in out:
+                raise RubricValidationError(f"judges[{i}]: judge name {name!r} is duplicated")
+            out[name] = judge
+    if not out:
+        raise RubricValidationError(
+            "a multi-step rubric needs at least one judge (e.g. a RuleJudge or an LLM judge)"
+        )
+    for name, judge in out.items():
+        if not isinstance(judge, RequirementJudge):
+            raise RubricValidationError(f"judge {name!r} is {type(judge).__name__}, not a requirement judge")
+    return out
