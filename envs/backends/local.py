@@ -1,0 +1,205 @@
+"""The local backend: transformers generation in this process (the embedded default).
+
+Concurrent ``generate`` calls are gathered into one batched ``model.generate`` (rows left-padded), so many
+rollouts in flight share each forward pass. Generation runs in a worker thread, leaving the event loop free
+for judges. The model object is the trainer's own module, so weight sync costs nothing.
+
+Logprobs are the log-softmax of the **raw** logits divided by the temperature, recorded step by step by a
+logits processor (transformers applies user processors before its temperature and top-p warpers), the
+same quantity the trainer computes; no ``vocab x steps`` logits tensor is ever kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.backends.base import Sample, SamplingParams
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: asyncio.Future[list[Sample]] = field(repr=False)
+
+
+class _LogprobRecorder:
+    """Records the logprob of each sampled token while ``generate`` runs (memory: one [rows, vocab])."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.previous: Any = None  # [rows, vocab] log-softmax of the last step
+        self.steps: list[Any] = []  # each [rows]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, sequences: Any) -> Any:
+        """Logprobs of every generated token: [rows, steps]."""
+        import torch
+
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
+        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros(sequences.shape[0], 0)
+
+
+class LocalBackend:
+    """Batched sampling with a transformers causal LM held in this process."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_batch_rows: int = 64) -> None:
+        self.model = model
+        """The policy (shared with the trainer: weight sync is free)."""
+        self.tokenizer = tokenizer
+        """Its tokenizer (for decoding text and the end-of-sequence ids)."""
+        self.max_batch_rows = max_batch_rows
+        """Most sequences generated together in one ``generate`` call."""
+        self.lock = threading.Lock()
+        """Held while generating; the trainer holds it while it updates the weights."""
+        self._queue: list[_Request] = []
+        self._worker: asyncio.Task[None] | None = None
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_token_id: int = int(pad)
+        self.eos_token_ids: tuple[int, ...] = _eos_ids(model, tokenizer)
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, dtype: str = "float32", device: str = "cpu", **kwargs: Any
+    ) -> LocalBackend:
+        """Load a model folder (no hub access: pass a local path)."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            path, dtype=getattr(torch, dtype), attn_implementation="sdpa"
+        )
+        return cls(model.to(device).eval(), tokenizer, **kwargs)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
+        """``params.n`` samples for one prompt; batched with the other calls in flight."""
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), params, loop.create_future())
+        self._queue.append(request)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await request.future
+
+    async def _drain(self) -> None:
+        await asyncio.sleep(0)  # let every coroutine that is about to call generate() enqueue first
+        while self._queue:
+            batch = self._take_batch()
+            try:
+                results = await asyncio.to_thread(self._generate_batch, batch)
+            except Exception as exc:
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(exc)
+                continue
+            for request, samples in zip(batch, results, strict=True):
+                if not request.future.done():
+                    request.future.set_result(samples)
+
+    def _take_batch(self) -> list[_Request]:
+        """The oldest request plus every queued one with the same settings, up to ``max_batch_rows``."""
+        key = _batch_key(self._queue[0].params)
+        batch: list[_Request] = []
+        rest: list[_Request] = []
+        rows = 0
+        for request in self._queue:
+            if _batch_key(request.params) == key and (
+                not batch or rows + request.params.n <= self.max_batch_rows
+            ):
+                batch.append(request)
+                rows += request.params.n
+            else:
+                rest.append(request)
+        self._queue = rest
+        return batch
+
+    def _generate_batch(self, batch: list[_Request]) -> list[list[Sample]]:
+        import torch
+
+        params = batch[0].params
+        rows = [r.prompt_ids for r in batch for _ in range(r.params.n)]
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, ids in enumerate(rows):  # left padding
+            input_ids[i, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[i, width - len(ids) :] = 1
+        device = next(self.model.parameters()).device
+        recorder = _LogprobRecorder(params.temperature)
+        stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
+        sampling: dict[str, Any] = {"do_sample": False}
+        if params.temperature > 0:
+            sampling = {
+                "do_sample": True,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": 0,
+            }
+        with self.lock, torch.inference_mode():
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            out = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                max_new_tokens=params.max_tokens,
+                eos_token_id=stop_ids,
+                pad_token_id=self.pad_token_id,
+                logits_processor=[recorder],
+                return_dict_in_generate=True,
+                **sampling,
+            )
+        generated = out.sequences[:, width:].cpu()  # [rows, steps]
+        logprobs = recorder.finish(out.sequences).cpu()  # [rows, steps]
+        samples = [
+            self._sample(generated[i].tolist(), logprobs[i].tolist(), stop_ids) for i in range(len(rows))
+        ]
+        results, start = [], 0
+        for request in batch:
+            results.append(samples[start : start + request.params.n])
+            start += request.params.n
+        return results
+
+    def _sample(self, ids: list[int], logprobs: list[float], stop_ids: list[int]) -> Sample:
+        end = next((i for i, t in enumerate(ids) if t in stop_ids), None)
+        if end is not None:
+            ids, logprobs, reason = ids[: end + 1], logprobs[: end + 1], "stop"
+        else:
+            reason = "length"
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Sample(completion_ids=ids, logprobs=logprobs, text=text, finish_reason=reason)
+
+    async def close(self) -> None:
+        """Nothing to release: the model belongs to the caller."""
+        if self._worker is not None:
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+
+def _batch_key(params: SamplingParams) -> tuple[Any, ...]:
+    return (params.temperature, params.top_p, params.max_tokens, params.stop_token_ids, params.seed)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    ids: list[int] = []
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (config_eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.append(value)
+        elif isinstance(value, list | tuple):
+            ids.extend(int(v) for v in value)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
+    if isinstance(im_end, int):
+        ids.append(im_end)
+    return tuple(dict.fromkeys(ids))

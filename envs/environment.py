@@ -1,0 +1,196 @@
+"""Environments: turn dataset examples into scored rollouts through an inference backend.
+
+``Environment`` holds the dataset, the rubric, the system prompt, the sampling settings, the turn limit
+and a per-rollout token budget. ``SingleTurnEnv`` samples a whole group in one request; ``MultiTurnEnv``
+alternates model replies and environment messages (``env_response``) until ``is_completed`` says so, the
+turn limit or the token budget. Every rollout state carries the trajectory of DESIGN.md section 3 (the
+exact ids the engine consumed and produced, logprobs) and timing per phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from envs.backends.base import InferenceBackend, Sample, SamplingParams
+from envs.chat import chat_ids, next_turn_ids
+from rubrics.rubric import Rubric
+from rubrics.types import Messages, State, TrajectoryStep
+
+
+def completion_messages(state: State) -> list[dict[str, Any]]:
+    """The state's completion as the message list that multi-turn rollouts build."""
+    completion = state.setdefault("completion", [])
+    if not isinstance(completion, list):
+        raise TypeError("this rollout's completion is a string; environments build message lists")
+    return completion
+
+
+class Environment:
+    """Base: a dataset of examples (``prompt``, ``answer``, ``info``, ``task``) and a rubric."""
+
+    def __init__(
+        self,
+        dataset: Sequence[dict[str, Any]],
+        rubric: Rubric,
+        tokenizer: Any,
+        system_prompt: str | None = None,
+        sampling: SamplingParams | None = None,
+        max_turns: int = 1,
+        max_total_tokens: int = 2048,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.dataset = list(dataset)
+        """The examples."""
+        self.rubric = rubric
+        """Scores finished rollouts."""
+        self.tokenizer = tokenizer
+        """Renders chat messages to token ids (the policy's tokenizer)."""
+        self.system_prompt = system_prompt
+        """Prepended as a system message when set."""
+        self.sampling = sampling or SamplingParams()
+        """Sampling settings per model turn (``n`` is set per call)."""
+        self.max_turns = max_turns
+        """Most model replies in one rollout."""
+        self.max_total_tokens = max_total_tokens
+        """Token budget of one rollout: prompt, replies and environment messages together."""
+
+    # -- building blocks -----------------------------------------------------------------------------
+
+    def initial_messages(self, example: dict[str, Any]) -> list[dict[str, Any]]:
+        """The opening conversation of an example."""
+        prompt = example["prompt"]
+        messages = (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        )
+        if self.system_prompt and not (messages and messages[0].get("role") == "system"):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
+        """A fresh rollout state for ``example``."""
+        return {
+            "prompt": messages,
+            "completion": [],
+            "answer": example.get("answer", ""),
+            "task": example.get("task", "default"),
+            "info": dict(example.get("info") or {}),
+            "trajectory": [],
+            "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+            "turn": 0,
+            "is_truncated": False,
+        }
+
+    def record_turn(self, state: State, prompt_ids: list[int], sample: Sample, messages: Messages) -> None:
+        """Append one model turn to the state's trajectory and completion."""
+        step: TrajectoryStep = {
+            "prompt_ids": list(prompt_ids),
+            "completion_ids": list(sample.completion_ids),
+            "completion_logprobs": list(sample.logprobs),
+            "messages": [dict(m) for m in messages],
+            "finish_reason": sample.finish_reason,
+        }
+        state["trajectory"].append(step)
+        completion_messages(state).append({"role": "assistant", "content": sample.text})
+        state["turn"] = state.get("turn", 0) + 1
+        state["is_truncated"] = sample.finish_reason == "length"
+
+    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+        """``n`` rollouts of one example (a GRPO group), unscored."""
+        raise NotImplementedError
+
+    async def run_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+        """``n`` rollouts of one example, scored with the rubric (advantages within the group)."""
+        start = time.perf_counter()
+        states = await self.rollout_group(example, backend, n)
+        await self.rubric.score_group(states)
+        for s in states:
+            s["timing"]["total_ms"] = (time.perf_counter() - start) * 1000.0
+        return states
+
+
+class SingleTurnEnv(Environment):
+    """One model reply per rollout; the whole group is sampled in one request."""
+
+    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+        messages = self.initial_messages(example)
+        prompt_ids = chat_ids(self.tokenizer, messages)
+        budget = self.max_total_tokens - len(prompt_ids)
+        states = [self.new_state(example, messages) for _ in range(n)]
+        if budget < 1:
+            for s in states:
+                s["error"] = (
+                    f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
+                )
+            return states
+        start = time.perf_counter()
+        samples = await backend.generate(
+            prompt_ids, replace(self.sampling, n=n, max_tokens=min(self.sampling.max_tokens, budget))
+        )
+        elapsed = (time.perf_counter() - start) * 1000.0
+        for state, sample in zip(states, samples, strict=True):
+            self.record_turn(state, prompt_ids, sample, messages)
+            state["timing"]["generation_ms"] = elapsed
+        return states
+
+
+class MultiTurnEnv(Environment):
+    """Model replies alternate with environment messages until ``is_completed``, ``max_turns`` or the
+    token budget. Subclasses implement ``env_response`` (and may override ``is_completed``)."""
+
+    async def env_response(self, messages: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
+        """The environment's next messages (usually one user message) after the model's reply."""
+        raise NotImplementedError
+
+    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool:
+        """Whether the rollout is finished after the latest reply."""
+        return False
+
+    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+        return list(await asyncio.gather(*(self.rollout(example, backend) for _ in range(n))))
+
+    async def rollout(self, example: dict[str, Any], backend: InferenceBackend) -> State:
+        """One multi-turn rollout."""
+        messages = self.initial_messages(example)
+        state = self.new_state(example, messages)
+        prompt_ids = chat_ids(self.tokenizer, messages)
+        if len(prompt_ids) >= self.max_total_tokens:
+            state["error"] = (
+                f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
+            )
+            return state
+        while True:
+            budget = self.max_total_tokens - len(prompt_ids)
+            start = time.perf_counter()
+            (sample,) = await backend.generate(
+                prompt_ids, replace(self.sampling, n=1, max_tokens=min(self.sampling.max_tokens, budget))
+            )
+            state["timing"]["generation_ms"] += (time.perf_counter() - start) * 1000.0
+            self.record_turn(state, prompt_ids, sample, messages)
+            messages = [*messages, {"role": "assistant", "content": sample.text}]
+            if await self.is_completed(messages, state):
+                state.setdefault("stop_reason", "completed")
+                break
+            if state["turn"] >= self.max_turns:
+                state["stop_reason"] = "max_turns"
+                break
+            reply = await self.env_response(messages, state)
+            if not reply:
+                state["stop_reason"] = "completed"
+                break
+            new_messages = [*messages, *reply]
+            new_ids = (
+                prompt_ids
+                + sample.completion_ids
+                + next_turn_ids(self.tokenizer, prompt_ids, sample.completion_ids, new_messages)
+            )
+            if len(new_ids) >= self.max_total_tokens:  # no room for another reply: stop before the message
+                state["stop_reason"] = "token_budget"
+                break
+            completion_messages(state).extend(reply)
+            prompt_ids, messages = new_ids, new_messages
+        return state

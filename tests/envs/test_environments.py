@@ -1,0 +1,242 @@
+"""Local backend, single- and multi-turn environments, token-in/token-out, the progressive-reveal env."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch
+from transformers import AutoTokenizer
+
+from envs.backends import LocalBackend, SamplingParams
+from envs.chat import TemplatePrefixError, chat_ids, next_turn_ids, render
+from envs.environment import MultiTurnEnv, SingleTurnEnv
+from envs.multistep_env import MultiStepMultiTurnEnv
+from rubrics import Rubric
+from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
+from tests.support.scripted_backend import ScriptedBackend
+
+QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
+
+
+@pytest.fixture(scope="module")
+def local(tiny_model_dir: Path) -> LocalBackend:
+    return LocalBackend.from_pretrained(str(tiny_model_dir))
+
+
+# -- local backend -----------------------------------------------------------------------------------
+
+
+async def test_local_logprobs_equal_a_teacher_forced_forward_pass(local: LocalBackend) -> None:
+    prompts = [
+        chat_ids(local.tokenizer, QUESTION),
+        chat_ids(local.tokenizer, [{"role": "user", "content": "Hi"}]),
+    ]
+    params = SamplingParams(n=3, temperature=0.7, max_tokens=12, seed=3)
+    groups = await asyncio.gather(*(local.generate(p, params) for p in prompts))  # one batch, left-padded
+    for prompt, samples in zip(prompts, groups, strict=True):
+        assert len(samples) == 3
+        for s in samples:
+            assert len(s.completion_ids) == len(s.logprobs) >= 1
+            ids = torch.tensor([prompt + s.completion_ids])
+            with torch.no_grad():
+                logits = local.model(ids).logits[0, len(prompt) - 1 : -1].float()
+            expected = (
+                torch.log_softmax(logits / 0.7, dim=-1).gather(1, ids[0, len(prompt) :, None]).squeeze(1)
+            )
+            assert torch.allclose(torch.tensor(s.logprobs), expected, atol=1e-4)
+            if s.finish_reason == "stop":
+                assert s.completion_ids[-1] in local.eos_token_ids
+            else:
+                assert len(s.completion_ids) == 12
+
+
+async def test_local_greedy_is_deterministic_and_batches_concurrent_calls(
+    local: LocalBackend, monkeypatch
+) -> None:
+    prompt = chat_ids(local.tokenizer, QUESTION)
+    calls = []
+    original = local._generate_batch
+    monkeypatch.setattr(local, "_generate_batch", lambda batch: calls.append(len(batch)) or original(batch))
+    greedy = SamplingParams(n=2, temperature=0.0, max_tokens=8)
+    a, b = await asyncio.gather(local.generate(prompt, greedy), local.generate(prompt, greedy))
+    assert calls == [2]  # two requests, one generate call
+    assert a[0].completion_ids == a[1].completion_ids == b[0].completion_ids
+
+
+# -- environments ------------------------------------------------------------------------------------
+
+
+def length_reward(completion, **kwargs) -> float:
+    return float(len(completion[-1]["content"]))
+
+
+async def test_single_turn_env_records_the_trajectory(local: LocalBackend) -> None:
+    env = SingleTurnEnv(
+        [{"prompt": "What is 7 times 8?", "answer": "56"}],
+        Rubric(funcs=[length_reward]),
+        local.tokenizer,
+        system_prompt="Be brief.",
+        sampling=SamplingParams(temperature=1.0, max_tokens=10),
+    )
+    states = await env.run_group(env.dataset[0], local, n=4)
+    prompt_ids = chat_ids(local.tokenizer, [{"role": "system", "content": "Be brief."}, *QUESTION])
+    for s in states:
+        (step,) = s["trajectory"]
+        assert step["prompt_ids"] == prompt_ids
+        assert len(step["completion_ids"]) == len(step["completion_logprobs"]) <= 10
+        assert s["reward"] == float(len(s["completion"][0]["content"]))
+        assert s["timing"]["generation_ms"] > 0 and s["timing"]["scoring_ms"] >= 0
+    assert sum(s["advantage"] for s in states) == pytest.approx(0.0, abs=1e-9)
+
+
+class EchoEnv(MultiTurnEnv):
+    async def env_response(self, messages, state) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"Turn {state['turn']} done. Go on."}]
+
+
+async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(local: LocalBackend) -> None:
+    env = EchoEnv(
+        [{"prompt": QUESTION}],
+        Rubric(funcs=[length_reward]),
+        local.tokenizer,
+        sampling=SamplingParams(temperature=1.0, max_tokens=6),
+        max_turns=3,
+    )
+    (state,) = await env.rollout_group(env.dataset[0], local, n=1)
+    steps = state["trajectory"]
+    assert len(steps) == 3 and state["stop_reason"] == "max_turns"
+    for prev, nxt in itertools.pairwise(steps):
+        # each turn's prompt extends the previous prompt and the model's exact ids (never re-tokenised)
+        seen = prev["prompt_ids"] + prev["completion_ids"]
+        assert nxt["prompt_ids"][: len(seen)] == seen
+    roles = [m["role"] for m in state["completion"]]
+    assert roles == ["assistant", "user", "assistant", "user", "assistant"]
+    # the env ids are exactly the template's rendering of the new message
+    last = steps[-1]
+    text = local.tokenizer.decode(last["prompt_ids"], skip_special_tokens=False)
+    messages = [*QUESTION, *state["completion"][:-1]]
+    assert text.endswith(render(local.tokenizer, messages, True)[-40:])
+
+
+def test_a_template_that_rewrites_history_is_reported(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    tokenizer.chat_template = (  # drops every assistant message but the last, like templates that strip <think>
+        "{% for m in messages %}{% if m['role'] != 'assistant' or loop.last %}"
+        "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+    prompt_ids = chat_ids(tokenizer, QUESTION)
+    reply = tokenizer("fifty six", add_special_tokens=False)["input_ids"] + [
+        tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ]
+    messages = [
+        *QUESTION,
+        {"role": "assistant", "content": "fifty six"},
+        {"role": "user", "content": "Sure?"},
+    ]
+    with pytest.raises(TemplatePrefixError, match="does not extend the tokens the model saw"):
+        next_turn_ids(tokenizer, prompt_ids, reply, messages)
+
+
+# -- progressive reveal ------------------------------------------------------------------------------
+
+
+def reveal_rubric() -> MultiStepRubric:
+    reqs = [
+        BinaryRequirement(
+            name="safety",
+            question="Safe?",
+            dependencies={1.0: ["vitals"]},
+            rules={1.0: {"any": ["scene is safe"]}, 0.0: {"any": ["not safe"]}},
+        ),
+        BinaryRequirement(
+            name="vitals",
+            question="Vitals?",
+            dependencies={1.0: ["oxygen", "position"]},
+            rules={1.0: {"any": ["check vitals"]}},
+        ),
+        BinaryRequirement(
+            name="oxygen",
+            question="Oxygen?",
+            dependencies={1.0: ["transport"]},
+            rules={1.0: {"any": ["give oxygen"]}},
+        ),
+        BinaryRequirement(name="position", question="Position?", rules={1.0: {"any": ["recovery position"]}}),
+        BinaryRequirement(name="transport", question="Transport?", rules={1.0: {"any": ["transport"]}}),
+    ]
+    return MultiStepRubric(reqs, [RuleJudge()], reward_strategy={"type": "completion_ratio"})
+
+
+SCENARIO = Scenario(
+    prompt="A man collapsed in a park.",
+    answers={n: {"answer": 1.0} for n in ("safety", "vitals", "oxygen", "position", "transport")},
+    name="park",
+    revealed_info={"safety": "You reach him. He is breathing.", "vitals": "Pulse 120, SpO2 88%."},
+)
+
+
+async def run_reveal(tokenizer: Any, replies: list[str], **kw) -> tuple[dict, ScriptedBackend]:
+    env = MultiStepMultiTurnEnv(
+        reveal_rubric(), [SCENARIO], tokenizer, sampling=SamplingParams(max_tokens=40), **kw
+    )
+    backend = ScriptedBackend(tokenizer, replies)
+    (state,) = await env.run_group(env.dataset[0], backend, n=1)
+    return state, backend
+
+
+async def test_reveals_wait_for_the_next_reply_and_plain_steps_are_judged_at_once(
+    tiny_model_dir: Path,
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    state, _ = await run_reveal(
+        tokenizer,
+        [
+            "The scene is safe, I check vitals and give oxygen.",  # safety (reveal) -> vitals waits
+            "I check vitals, give oxygen, recovery position, transport.",  # vitals (reveal) -> oxygen, position wait
+            "I give oxygen and use the recovery position, then transport.",  # oxygen -> transport at once
+        ],
+    )
+    results = state["multistep"]["results"]
+    assert [(r["name"], r["turn"], r["correct"]) for r in results] == [
+        ("safety", 1, True),
+        ("vitals", 2, True),
+        ("oxygen", 3, True),
+        ("position", 3, True),
+        ("transport", 3, True),
+    ]
+    assert [m["role"] for m in state["completion"]] == ["assistant", "user", "assistant", "user", "assistant"]
+    assert state["completion"][1]["content"] == "You reach him. He is breathing."
+    assert state["completion"][3]["content"] == "Pulse 120, SpO2 88%."
+    assert state["stop_reason"] == "terminal" and state["reward"] == 1.0
+    assert state["metrics"]["req/transport"] == 1.0 and state["metrics"]["depth"] == 4.0
+
+
+async def test_incorrect_reply_closes_the_branch_and_nothing_is_judged_twice(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    state, backend = await run_reveal(tokenizer, ["It is not safe here."])
+    assert len(backend.prompts) == 1 and state["stop_reason"] == "incorrect"
+    assert [r["name"] for r in state["multistep"]["results"]] == ["safety"]
+    assert state["reward"] == 0.0
+
+
+async def test_max_turns_and_token_budget_stop_the_rollout(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    state, backend = await run_reveal(tokenizer, ["The scene is safe.", "Hmm."], max_turns=1)
+    assert state["stop_reason"] == "max_turns" and len(backend.prompts) == 1
+    assert state["reward"] == pytest.approx(1 / 5)  # completion ratio: 1 of the 5 on the path
+    env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO], tokenizer)
+    prompt_len = len(chat_ids(tokenizer, env.initial_messages(env.dataset[0])))
+    reply_len = len(tokenizer("The scene is safe.", add_special_tokens=False)["input_ids"]) + 1
+    # room for the first reply, not for the reveal that would follow it
+    state, backend = await run_reveal(
+        tokenizer, ["The scene is safe.", "Hmm."], max_total_tokens=prompt_len + reply_len + 3
+    )
+    assert state["stop_reason"] == "token_budget" and len(backend.prompts) == 1
+    assert state["completion"][-1]["role"] == "assistant"  # never ends on an unanswered message

@@ -1,0 +1,38 @@
+"""A backend that replies with fixed texts, tokenised by the real tokenizer (for environment logic tests).
+
+It speaks the real ``InferenceBackend`` protocol; the engine tests use the real local and vLLM backends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.backends.base import Sample, SamplingParams
+
+
+class ScriptedBackend:
+    """Returns ``replies[k]`` for the k-th call of each rollout (keyed by the first prompt token ids)."""
+
+    def __init__(self, tokenizer: Any, replies: list[str], eos: str = "<|im_end|>") -> None:
+        self.tokenizer = tokenizer
+        self.replies = replies
+        self.eos_id = tokenizer.convert_tokens_to_ids(eos)
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
+        self.prompts.append(list(prompt_ids))
+        text = self.replies[min(len(self.prompts) - 1, len(self.replies) - 1)]
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])[: params.max_tokens - 1]
+        ids = [*ids, self.eos_id]
+        return [
+            Sample(
+                completion_ids=ids,
+                logprobs=[-1.0] * len(ids),
+                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                finish_reason="stop",
+            )
+            for _ in range(params.n)
+        ]
+
+    async def close(self) -> None:
+        return None
