@@ -17,6 +17,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
+from envs.sequence import build_sequence
 from rubrics.rubric import Rubric
 from rubrics.types import Messages, State, TrajectoryStep
 
@@ -99,6 +100,13 @@ class Environment:
         state["turn"] = state.get("turn", 0) + 1
         state["is_truncated"] = sample.finish_reason == "length"
 
+    def finish_rollout(self, state: State) -> State:
+        """Attach the flattened training sequence (ids, loss mask on model tokens, logprobs)."""
+        if state.get("trajectory"):
+            seq = build_sequence(state["trajectory"])
+            state["sequence"] = {"ids": seq.ids, "loss_mask": seq.loss_mask, "logprobs": seq.logprobs}
+        return state
+
     async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
         """``n`` rollouts of one example (a GRPO group), unscored."""
         raise NotImplementedError
@@ -135,6 +143,8 @@ class SingleTurnEnv(Environment):
         for state, sample in zip(states, samples, strict=True):
             self.record_turn(state, prompt_ids, sample, messages)
             state["timing"]["generation_ms"] = elapsed
+            state["stop_reason"] = "max_tokens" if sample.finish_reason == "length" else "completed"
+            self.finish_rollout(state)
         return states
 
 
@@ -193,4 +203,4 @@ class MultiTurnEnv(Environment):
                 break
             completion_messages(state).extend(reply)
             prompt_ids, messages = new_ids, new_messages
-        return state
+        return self.finish_rollout(state)

@@ -18,6 +18,8 @@ class SamplingParams:
     """Nucleus sampling mass."""
     max_tokens: int = 256
     """Most tokens per completion."""
+    min_tokens: int = 0
+    """Fewest tokens per completion (end-of-sequence is suppressed until then; benchmarks use it)."""
     stop_token_ids: tuple[int, ...] = ()
     """Token ids that end a completion (in addition to the model's end-of-sequence tokens)."""
     seed: int | None = None
@@ -30,6 +32,8 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must lie in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError(f"SamplingParams.min_tokens must lie in [0, max_tokens], got {self.min_tokens}")
         if self.max_tokens < 1:
             raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens}")
 

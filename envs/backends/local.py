@@ -155,6 +155,7 @@ class LocalBackend:
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 max_new_tokens=params.max_tokens,
+                min_new_tokens=params.min_tokens or None,
                 eos_token_id=stop_ids,
                 pad_token_id=self.pad_token_id,
                 logits_processor=[recorder],
@@ -188,7 +189,14 @@ class LocalBackend:
 
 
 def _batch_key(params: SamplingParams) -> tuple[Any, ...]:
-    return (params.temperature, params.top_p, params.max_tokens, params.stop_token_ids, params.seed)
+    return (
+        params.temperature,
+        params.top_p,
+        params.max_tokens,
+        params.min_tokens,
+        params.stop_token_ids,
+        params.seed,
+    )
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ from envs.backends import LocalBackend, SamplingParams
 from envs.chat import TemplatePrefixError, chat_ids, next_turn_ids, render
 from envs.environment import MultiTurnEnv, SingleTurnEnv
 from envs.multistep_env import MultiStepMultiTurnEnv
+from envs.sequence import TrajectoryError, build_sequence
 from rubrics import Rubric
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
 from tests.support.scripted_backend import ScriptedBackend
@@ -118,6 +119,25 @@ async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(
         assert nxt["prompt_ids"][: len(seen)] == seen
     roles = [m["role"] for m in state["completion"]]
     assert roles == ["assistant", "user", "assistant", "user", "assistant"]
+    sequence = build_sequence(steps)  # model tokens masked in, environment tokens out
+    assert sequence.ids == steps[-1]["prompt_ids"] + steps[-1]["completion_ids"]
+    assert sequence.completion_tokens == sum(len(s["completion_ids"]) for s in steps)
+    for s in steps:
+        start = len(s["prompt_ids"])
+        assert sequence.loss_mask[start - 1] == 0 and all(
+            sequence.loss_mask[start : start + len(s["completion_ids"])]
+        )
+        assert sequence.logprobs[start : start + len(s["completion_ids"])] == s["completion_logprobs"]
+    assert state["sequence"] == {
+        "ids": sequence.ids,
+        "loss_mask": sequence.loss_mask,
+        "logprobs": sequence.logprobs,
+    }
+    broken = [dict(steps[0]), {**steps[1], "prompt_ids": [7, *steps[1]["prompt_ids"][1:]]}]
+    with pytest.raises(
+        TrajectoryError, match="turn 1: prompt ids diverge from the earlier turns at position 0"
+    ):
+        build_sequence(broken)
     # the env ids are exactly the template's rendering of the new message
     last = steps[-1]
     text = local.tokenizer.decode(last["prompt_ids"], skip_special_tokens=False)

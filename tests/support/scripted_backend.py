@@ -11,7 +11,8 @@ from envs.backends.base import Sample, SamplingParams
 
 
 class ScriptedBackend:
-    """Returns ``replies[k]`` for the k-th call of each rollout (keyed by the first prompt token ids)."""
+    """Returns ``replies[k]`` on a rollout's k-th turn (k counted from the messages already in the prompt:
+    each earlier turn added an assistant and a user message, two end-of-message tokens)."""
 
     def __init__(self, tokenizer: Any, replies: list[str], eos: str = "<|im_end|>") -> None:
         self.tokenizer = tokenizer
@@ -21,7 +22,10 @@ class ScriptedBackend:
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
         self.prompts.append(list(prompt_ids))
-        text = self.replies[min(len(self.prompts) - 1, len(self.replies) - 1)]
+        ends = prompt_ids.count(self.eos_id)
+        self.base = min(getattr(self, "base", ends), ends)
+        turn = (ends - self.base) // 2
+        text = self.replies[min(turn, len(self.replies) - 1)]
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])[: params.max_tokens - 1]
         ids = [*ids, self.eos_id]
         return [

