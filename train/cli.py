@@ -72,6 +72,33 @@ def _rubric_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from envs.eval_job import EvalJob, run_job
+    from rubrics.multistep.io import RubricFileError
+
+    fields = {k: v for k, v in vars(args).items() if k in EvalJob.__dataclass_fields__ and v is not None}
+    try:
+        asyncio.run(run_job(EvalJob(**fields), progress=not args.no_progress))
+    except (RubricFileError, ValueError) as exc:
+        print(f"rubric-grpo eval: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from envs.models import ModelNotAvailableError, resolve_model
+    from envs.serve import serve
+
+    try:
+        model = resolve_model(args.model)
+    except ModelNotAvailableError as exc:
+        print(f"rubric-grpo serve: {exc}", file=sys.stderr)
+        return 2
+    return serve(
+        model, host=args.host, port=args.port, extra_args=args.vllm_args, max_model_len=args.max_model_len
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -98,6 +125,34 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file", help="rubric YAML")
     show.add_argument("--svg", help="write an SVG drawing of the DAG here")
     show.set_defaults(handler=_rubric_show)
+
+    ev = sub.add_parser("eval", help="run the progressive-reveal environment on a model and summarise")
+    ev.add_argument("--rubric", required=True, help="multi-step rubric YAML")
+    ev.add_argument("--scenarios", required=True, help="scenario YAML/JSONL")
+    ev.add_argument("--model", help="'smollm2' (default) or a local model folder")
+    ev.add_argument("--backend", choices=["local", "vllm"], help="inference backend (default local)")
+    ev.add_argument("--vllm-url", dest="vllm_urls", action="append", help="vLLM server root URL (repeatable)")
+    ev.add_argument("--n", type=int, help="rollouts per scenario (default 4)")
+    ev.add_argument("--split", choices=["eval", "train", "all"], help="scenarios to run (default eval)")
+    ev.add_argument("--eval-fraction", type=float, help="share held out (default 0.25)")
+    ev.add_argument("--seed", type=int, help="split seed (default 0)")
+    ev.add_argument("--temperature", type=float)
+    ev.add_argument("--max-tokens", type=int, help="tokens per reply (default 128)")
+    ev.add_argument("--max-turns", type=int, help="replies per rollout (default 6)")
+    ev.add_argument("--max-total-tokens", type=int, help="token budget per rollout (default 2048)")
+    ev.add_argument("--judge", help="use this judge of the rubric by default (e.g. llm)")
+    ev.add_argument("--out", help="output folder (default runs/eval)")
+    ev.add_argument("--concurrency", type=int, help="scenario groups in flight (default 8)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.set_defaults(handler=_eval)
+
+    srv = sub.add_parser("serve", help="start a vLLM server for RL (weight updates, token ids, logprobs)")
+    srv.add_argument("model", help="'smollm2' or a local model folder")
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    srv.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
+    srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
+    srv.set_defaults(handler=_serve)
     return parser
 
 

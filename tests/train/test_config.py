@@ -1,0 +1,71 @@
+"""Run configs: every file in configs/train loads, overrides apply, errors name the file and the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from train.config import ConfigError, TrainConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "configs/train").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_every_run_config_loads(path: Path) -> None:
+    cfg = load_config(path)
+    assert isinstance(cfg, TrainConfig)
+
+
+def test_main_job_config_is_the_cpu_first_responder_run() -> None:
+    cfg = load_config(ROOT / "configs/train/first_responder_cpu.yaml")
+    assert cfg.model.name_or_path == "smollm2" and cfg.rollout.backend == "local"
+    assert cfg.env.judge == "rules" and cfg.env.rubric.endswith("first_responder.yaml")
+
+
+def test_dotted_overrides() -> None:
+    cfg = load_config(
+        ROOT / "configs/train/first_responder_cpu.yaml",
+        ["loss.beta=0.04", "rollout.vllm_urls=[a]", "max_steps=3"],
+    )
+    assert cfg.loss.beta == 0.04 and cfg.rollout.vllm_urls == ["a"] and cfg.max_steps == 3
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["loss.epsilon=1.5"], "loss.epsilon: Input should be less than 1"),
+        (["loss.typo=1"], "loss.typo: Extra inputs are not permitted"),
+        (["rollout.backend=vllm"], "rollout.vllm_urls: backend 'vllm' needs at least one server URL"),
+        (["optim.learning_rate=.nan"], "optim.learning_rate"),
+        (["optim.micro_batch_size=64"], "optim.micro_batch_size (64) exceeds the sequences per step"),
+        (["rollout.max_tokens=2000"], "loss.max_completion_length must be at least rollout.max_tokens"),
+        (["env.type=single_turn"], "env.data: a single_turn environment needs a JSONL of prompts"),
+        (["nonsense"], "expected key.path=value"),
+    ],
+)
+def test_invalid_configs_name_the_field(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "configs/train/first_responder_cpu.yaml", overrides)
+    assert message in str(err.value)
+    if overrides != ["nonsense"]:
+        assert str(err.value).startswith(str(ROOT / "configs/train/first_responder_cpu.yaml"))
+
+
+def test_invalid_config_fails_before_any_model_loads(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rollout: {group_size: 1}\n")
+    code = "import sys; from train.__main__ import main; rc = main(sys.argv[1:]); print('TORCH', 'torch' in sys.modules); sys.exit(rc)"
+    out = subprocess.run([sys.executable, "-c", code, str(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert f"{bad}: rollout.group_size: Input should be greater than or equal to 2" in out.stderr
+    assert "TORCH False" in out.stdout
+
+
+def test_config_models_import_without_torch() -> None:
+    code = "import sys, train.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,198 @@
+"""Checkpoints that survive SIGKILL: accelerate's full training state plus a small JSON of the trainer's own.
+
+Layout of a run folder::
+
+    <run_dir>/checkpoints/
+        step_000010/             one complete checkpoint
+            model.safetensors    \\
+            optimizer.bin         |  ``accelerator.save_state``: every object registered with
+            scheduler.bin         |  ``accelerator.prepare`` (DeepSpeed writes its own shards instead),
+            random_states_0.pkl  /   and the python / numpy / torch RNG states of each process
+            trainer_state.json   step and the trainer's ``extra`` (data cursor, wandb run id); written last
+            model/               only in a checkpoint saved with ``model=``: ``save_pretrained`` output
+        step_000020/
+        latest                   text file naming the newest complete checkpoint (``step_000020``)
+
+Atomicity: a checkpoint is written into ``step_000020.tmp/`` and renamed to ``step_000020/`` only once it is
+complete; the ``latest`` pointer is replaced (write a temporary file, then ``os.replace``) after the rename,
+and old checkpoints are pruned after that. A process killed at any moment therefore leaves ``latest`` naming
+a complete checkpoint; a leftover ``*.tmp`` folder is ignored by ``load_latest`` and removed by the next save.
+
+Every process of a distributed run must call ``save_checkpoint`` and ``load_latest`` (DeepSpeed saves and
+loads collectively); only the main process renames, writes the pointer and prunes. The run folder must be
+on a file system that every process sees. Under ZeRO-3, saving ``model/`` gathers the weights and needs
+``stage3_gather_16bit_weights_on_model_save: true`` in the DeepSpeed config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+CHECKPOINTS_DIR = "checkpoints"
+"""Sub-folder of the run folder that holds the checkpoints."""
+LATEST_FILE = "latest"
+"""Pointer file (inside ``checkpoints/``) naming the newest complete checkpoint."""
+TRAINER_STATE_FILE = "trainer_state.json"
+"""The trainer's JSON state inside a checkpoint; its presence marks the checkpoint complete."""
+MODEL_DIR = "model"
+"""Plain ``save_pretrained`` folder inside a checkpoint saved with ``model=``."""
+FORMAT_VERSION = 1
+
+_RESERVED_KEYS = frozenset({"step", "path"})
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def checkpoint_name(step: int) -> str:
+    """Folder name of the checkpoint of ``step``: ``step_000010``."""
+    return f"step_{step:06d}"
+
+
+def save_checkpoint(
+    accelerator: Any,
+    run_dir: str | Path,
+    step: int,
+    extra: dict[str, Any],
+    *,
+    keep_last: int = 2,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> Path:
+    """Save the full training state after optimiser step ``step``; returns the checkpoint folder.
+
+    Args:
+        accelerator: The ``accelerate.Accelerator`` whose prepared model, optimiser and scheduler are saved.
+        run_dir: The run folder (``logging.output_dir``); checkpoints go to ``<run_dir>/checkpoints/``.
+        step: Optimiser steps completed.
+        extra: JSON-serialisable trainer state that ``load_latest`` returns: the data cursor (example
+            position, epoch), the orchestrator's RNG state as plain lists, ``wandb_run_id``. The keys
+            ``step`` and ``path`` are reserved. JSON turns tuples into lists: ``random.Random.setstate``
+            needs ``(s[0], tuple(s[1]), s[2])`` back.
+        keep_last: Complete checkpoints to keep (older ones are deleted after the new one is in place).
+        model: The prepared model, for the final checkpoint: also writes a plain ``model/`` folder
+            (``save_pretrained`` of the unwrapped model) that evaluation and serving load directly.
+        tokenizer: Saved into ``model/`` beside the weights when given with ``model``.
+    """
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be at least 1, got {keep_last}")
+    if reserved := _RESERVED_KEYS & extra.keys():
+        raise ValueError(f"extra must not use the reserved keys {sorted(reserved)}")
+    if accelerator.project_configuration.automatic_checkpoint_naming:
+        raise ValueError("save_checkpoint names its own folders: turn off automatic_checkpoint_naming")
+    state_json = json.dumps(
+        {"format": FORMAT_VERSION, "step": step, "saved_at": time.time(), "extra": extra},
+        indent=2,
+        allow_nan=False,
+    )  # fail on a bad ``extra`` before writing anything
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    final = root / checkpoint_name(step)
+    tmp = root / f"{final.name}.tmp"
+    if accelerator.is_main_process:
+        root.mkdir(parents=True, exist_ok=True)
+        for debris in root.glob("*.tmp"):  # left by a save that was killed
+            shutil.rmtree(debris, ignore_errors=True)
+        tmp.mkdir()
+    accelerator.wait_for_everyone()
+
+    accelerator.save_state(str(tmp))
+    if model is not None:
+        _save_plain_model(accelerator, model, tokenizer, tmp / MODEL_DIR)
+    accelerator.wait_for_everyone()
+
+    if accelerator.is_main_process:
+        _write_durably(tmp / TRAINER_STATE_FILE, state_json)
+        _replace_dir(tmp, final)
+        _write_durably(root / LATEST_FILE, final.name + "\n")
+        _prune(root, keep_last)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def load_latest(accelerator: Any, run_dir: str | Path) -> dict[str, Any] | None:
+    """Restore the newest complete checkpoint of ``run_dir`` into ``accelerator``; None if there is none.
+
+    Loads model, optimiser, scheduler and RNG states through ``accelerator.load_state`` (call it after
+    ``accelerator.prepare``). Returns the ``extra`` that ``save_checkpoint`` was given, plus ``step`` (the
+    optimiser steps done) and ``path`` (the checkpoint folder): ``{"step": 10, "path": "...", "cursor":
+    ..., "wandb_run_id": ...}``.
+    """
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        return None
+    accelerator.load_state(str(path))
+    state = json.loads((path / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
+    return {**state["extra"], "step": int(state["step"]), "path": str(path)}
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint folder of ``run_dir``, or None; needs no accelerator.
+
+    Follows the ``latest`` pointer; if it is missing or names an incomplete folder, falls back to the
+    complete checkpoint with the highest step. ``*.tmp`` folders never count.
+    """
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    pointer = root / LATEST_FILE
+    if pointer.is_file():
+        named = root / pointer.read_text(encoding="utf-8").strip()
+        if _STEP_DIR.match(named.name) and _is_complete(named):
+            return named
+    complete = _complete_checkpoints(root)
+    return complete[-1] if complete else None
+
+
+def _complete_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoint folders under ``root``, oldest step first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _STEP_DIR.match(p.name) and _is_complete(p)]
+    return sorted(found, key=lambda p: int(p.name.removeprefix("step_")))
+
+
+def _is_complete(path: Path) -> bool:
+    return (path / TRAINER_STATE_FILE).is_file()
+
+
+def _save_plain_model(accelerator: Any, model: Any, tokenizer: Any, out: Path) -> None:
+    """``save_pretrained`` of the unwrapped model (weights gathered on every process first)."""
+    state_dict = accelerator.get_state_dict(model)  # collective under ZeRO-3
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(model)
+        unwrapped.save_pretrained(str(out), state_dict=state_dict, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(out))
+
+
+def _write_durably(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file, fsync, then ``os.replace``."""
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst``; an existing ``dst`` (the same step saved again) is moved aside first.
+
+    A kill between the two renames leaves ``latest`` naming a missing folder; ``latest_checkpoint`` then
+    falls back to the previous complete checkpoint (there is one unless ``keep_last`` is 1).
+    """
+    if dst.exists():
+        aside = dst.with_name(dst.name + ".old.tmp")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(dst, aside)
+        os.replace(src, dst)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def _prune(root: Path, keep_last: int) -> None:
+    for old in _complete_checkpoints(root)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)

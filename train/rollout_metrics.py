@@ -1,0 +1,75 @@
+"""Metrics of one step's rollouts: rewards, per reward function and requirement, advantages, lengths,
+turns, depth, stop reasons, diversity. Plain Python over the states."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from rubrics.types import State
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def first_reply(state: State) -> str:
+    """The policy's first reply (what diversity is measured on)."""
+    completion = state.get("completion")
+    if isinstance(completion, list):
+        return next((m.get("content", "") for m in completion if m.get("role") == "assistant"), "")
+    return str(completion or "")
+
+
+def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dict[str, float]:
+    """Step metrics of every rollout (errored ones counted, left out of reward statistics)."""
+    from train.report import diversity_metrics
+
+    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
+    out: dict[str, float] = {
+        "rollouts": float(len(states)),
+        "errored_fraction": 1 - len(healthy) / max(1, len(states)),
+    }
+    out["reward/mean"], out["reward/std"] = _mean_std([float(s["reward"]) for s in healthy])
+    per_metric: dict[str, list[float]] = {}
+    for s in healthy:
+        for key, value in (s.get("metrics") or {}).items():
+            if math.isfinite(value) and not key.startswith("stop/"):
+                per_metric.setdefault(key, []).append(value)
+    for key, values in per_metric.items():
+        prefix = "" if key.startswith(("req/", "errors/")) else "reward_fn/"
+        out[f"{prefix}{key}"] = sum(values) / len(values)
+    if advantages:
+        out["advantage/mean"], out["advantage/std"] = _mean_std(list(advantages))
+        out["advantage/abs_mean"] = sum(abs(a) for a in advantages) / len(advantages)
+    lengths = [sum(len(t["completion_ids"]) for t in s.get("trajectory", [])) for s in states]
+    out["length/completion_tokens_mean"] = sum(lengths) / max(1, len(lengths))
+    out["length/truncated_fraction"] = sum(bool(s.get("is_truncated")) for s in states) / max(1, len(states))
+    out["turns/mean"] = sum(int(s.get("turn", 0)) for s in states) / max(1, len(states))
+    stops = Counter(str(s.get("stop_reason") or "none") for s in states)
+    for reason, count in stops.items():
+        out[f"stop/{reason}"] = count / len(states)
+    out.update({f"diversity/{k}": v for k, v in diversity_metrics([first_reply(s) for s in states]).items()})
+    return out
+
+
+def sample_rows(states: Sequence[State], limit: int = 4) -> list[dict[str, Any]]:
+    """A few rollouts for the samples table."""
+    rows = []
+    for s in list(states)[:limit]:
+        rows.append(
+            {
+                "scenario": (s.get("info") or {}).get("scenario", ""),
+                "reward": float(s.get("reward", math.nan)),
+                "stop": s.get("stop_reason", ""),
+                "conversation": "\n".join(
+                    f"[{m['role']}] {m['content']}" for m in s.get("completion") or [] if isinstance(m, dict)
+                ),
+            }
+        )
+    return rows

@@ -1,0 +1,103 @@
+"""One optimiser step on a ``TrainBatch``: micro-batched forward/backward, clipping, AdamW, schedule.
+
+The loss of every micro-batch is normalised against the whole step (tokens or sequences of all
+micro-batches on all processes), so gradient accumulation gives the same update as one big batch.
+Old logprobs are the current policy's (one update per batch: the ratio starts at 1 and clipping guards the
+step); the truncated importance weights correct for the inference engine's logprobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from typing import Any
+
+from train.config import TrainConfig
+from train.loss import importance_weights, policy_loss, token_entropy, token_logprobs
+from train.types import TrainBatch
+
+
+def _forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple[Any, Any]:
+    """[B, T] logprobs of each token and [B, T] entropies, from one forward pass."""
+    import torch
+
+    logits_BTV = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_mask_BT).logits
+    logprobs_BT = token_logprobs(logits_BTV, batch.input_ids_BT, temperature)
+    with torch.no_grad():
+        entropy_BT = token_entropy(logits_BTV.detach(), temperature)
+    return logprobs_BT, entropy_BT
+
+
+def train_step(
+    model: Any,
+    ref_model: Any | None,
+    batch: TrainBatch,
+    cfg: TrainConfig,
+    accelerator: Any,
+    optimizer: Any,
+    scheduler: Any,
+    weights_lock: Any = None,
+) -> dict[str, float]:
+    """Forward, backward and one optimiser step; returns the step's loss statistics."""
+    import torch
+
+    device = accelerator.device
+    total_tokens = accelerator.reduce(torch.tensor(float(batch.num_loss_tokens), device=device), "sum").item()
+    total_sequences = accelerator.reduce(
+        torch.tensor(float(batch.num_sequences), device=device), "sum"
+    ).item()
+    sums: dict[str, float] = defaultdict(float)
+    weights: dict[str, float] = defaultdict(float)
+    model.train()
+    micro = cfg.optim.micro_batch_size
+    for start in range(0, batch.num_sequences, micro):
+        mb = batch.slice(start, start + micro)
+        mb = _to(mb, device)
+        logprobs_BT, entropy_BT = _forward_logprobs(model, mb, cfg.rollout.temperature)
+        old_logprobs_BT = logprobs_BT.detach()
+        is_weights_BT, is_stats = None, dict[str, float]()
+        if cfg.loss.importance_sampling:
+            is_weights_BT, is_stats = importance_weights(
+                old_logprobs_BT, mb.inference_logprobs_BT, mb.loss_mask_BT, cfg.loss.importance_sampling_cap
+            )
+        ref_logprobs_BT = None
+        if ref_model is not None:
+            with torch.no_grad():
+                ref_logits = ref_model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_mask_BT).logits
+                ref_logprobs_BT = token_logprobs(ref_logits, mb.input_ids_BT, cfg.rollout.temperature)
+        loss, stats = policy_loss(
+            logprobs_BT,
+            old_logprobs_BT,
+            mb.advantages_B,
+            mb.loss_mask_BT,
+            cfg.loss,
+            ref_logprobs_BT=ref_logprobs_BT,
+            is_weights_BT=is_weights_BT,
+            num_items_in_batch=total_tokens,
+            num_sequences_in_batch=total_sequences,
+        )
+        # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
+        accelerator.backward(loss * accelerator.num_processes)
+        tokens = float(mb.loss_mask_BT.sum().item())
+        for key, value in {**stats, **is_stats}.items():
+            sums[key] += float(value) * tokens
+            weights[key] += tokens
+        sums["loss"] += float(loss.item())
+        weights["loss"] = 1.0
+        mask = mb.loss_mask_BT
+        sums["entropy"] += float((entropy_BT * mask).sum().item())
+        weights["entropy"] += tokens
+    grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
+    with weights_lock if weights_lock is not None else contextlib.nullcontext():
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
+    out["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
+    out["learning_rate"] = float(scheduler.get_last_lr()[0])
+    out["loss_tokens"] = total_tokens
+    return out
+
+
+def _to(batch: TrainBatch, device: Any) -> TrainBatch:
+    return TrainBatch(**{k: v.to(device) for k, v in batch.__dict__.items()})
