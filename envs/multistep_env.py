@@ -123,7 +123,7 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         result = walk.result
         result.stop_reason = stop
         state["multistep"] = result.to_dict()
-        return state
+        return self.finish_rollout(state)
 
     async def _judge_reply(
         self,

@@ -72,6 +72,8 @@ class State(TypedDict, total=False):
     """Number of model turns taken."""
     stop_reason: str
     """Why a multi-turn rollout ended (``completed``, ``terminal``, ``incorrect``, ``max_turns``, ...)."""
+    sequence: dict[str, list[Any]]
+    """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``."""
     multistep: dict[str, Any]
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
 
