@@ -51,11 +51,14 @@ async def test_multi_turn_ids_and_logprobs_are_the_served_ones(rl_vllm_server, t
     sequence = build_sequence(steps)  # raises if a turn's prompt does not extend the served ids
 
     # the server tokenises nothing of ours: the last prompt it consumed is exactly our id list
-    reply = httpx.post(
-        f"{rl_vllm_server.base_url}/v1/completions",
-        json={"model": str(tiny_model_dir), "prompt": steps[-1]["prompt_ids"], "max_tokens": 1, "return_token_ids": True},
-        timeout=60,
-    ).json()
+    body = {
+        "model": str(tiny_model_dir),
+        "prompt": steps[-1]["prompt_ids"],
+        "max_tokens": 1,
+        "return_token_ids": True,
+    }
+    async with httpx.AsyncClient(timeout=60) as client:
+        reply = (await client.post(f"{rl_vllm_server.base_url}/v1/completions", json=body)).json()
     assert reply["choices"][0]["prompt_token_ids"] == steps[-1]["prompt_ids"]
 
     # the inference logprobs equal the trainer's log_softmax(logits / T) on the flattened sequence
