@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,12 +98,17 @@ class Orchestrator:
         )
         self.cursor = DataCursor(len(self.examples), seed, **(cursor or {}))
 
-    async def produce(self, step: int, policy_version: int) -> StepRollouts:
-        """Generate and score the groups of ``step``."""
+    def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
+        """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
+        right after this call is the cursor a checkpoint of ``step`` must hold), and return the coroutine that
+        generates and scores their groups (it may run later, in the rollout loop's thread)."""
+        indices = self.cursor.take(self.prompts_per_step)
+        return self._produce(step, indices, policy_version)
+
+    async def _produce(self, step: int, indices: list[int], policy_version: int) -> StepRollouts:
         import torch
 
         torch.manual_seed(self.seed * 1_000_003 + step)  # sampling of this step depends on (seed, step) only
-        indices = self.cursor.take(self.prompts_per_step)
         start = time.perf_counter()
         groups = await asyncio.gather(
             *(self.env.run_group(self.examples[i], self.backend, self.group_size) for i in indices)

@@ -9,10 +9,12 @@ step); the truncated importance weights correct for the inference engine's logpr
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import defaultdict
 from typing import Any
 
 from train.config import TrainConfig
+from train.distributed import backward, is_deepspeed
 from train.loss import importance_weights, policy_loss, token_entropy, token_logprobs
 from train.types import TrainBatch
 
@@ -31,27 +33,41 @@ def _forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tupl
 def train_step(
     model: Any,
     ref_model: Any | None,
-    batch: TrainBatch,
+    batch: TrainBatch | None,
     cfg: TrainConfig,
     accelerator: Any,
     optimizer: Any,
     scheduler: Any,
     weights_lock: Any = None,
 ) -> dict[str, float]:
-    """Forward, backward and one optimiser step; returns the step's loss statistics."""
+    """Forward, backward and one optimiser step; returns the step's loss statistics.
+
+    ``batch`` may be None on a process with nothing to train this step (all its groups dropped). Every
+    process runs as many micro-batches as the busiest one (padding with empty ones that add nothing), so
+    the gradient collectives of DDP and DeepSpeed always pair up; when no process has anything, only the
+    schedule moves."""
     import torch
 
     device = accelerator.device
-    total_tokens = accelerator.reduce(torch.tensor(float(batch.num_loss_tokens), device=device), "sum").item()
-    total_sequences = accelerator.reduce(
-        torch.tensor(float(batch.num_sequences), device=device), "sum"
-    ).item()
+    deepspeed = is_deepspeed(accelerator)
+    micro = cfg.optim.micro_batch_size
+    local = [
+        float(batch.num_loss_tokens if batch else 0),
+        float(batch.num_sequences if batch else 0),
+        float(math.ceil(batch.num_sequences / micro) if batch else 0),
+    ]
+    counts = torch.tensor(local, device=device)
+    total_tokens, total_sequences = accelerator.reduce(counts[:2], "sum").tolist()
+    n_micro = int(accelerator.reduce(counts[2:], "max").item())
+    if n_micro == 0:
+        scheduler.step()
+        return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
     sums: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)
     model.train()
-    micro = cfg.optim.micro_batch_size
-    for start in range(0, batch.num_sequences, micro):
-        mb = batch.slice(start, start + micro)
+    for i in range(n_micro):
+        start = i * micro
+        mb = batch.slice(start, start + micro) if batch and start < batch.num_sequences else _empty(device)
         mb = _to(mb, device)
         logprobs_BT, entropy_BT = _forward_logprobs(model, mb, cfg.rollout.temperature)
         old_logprobs_BT = logprobs_BT.detach()
@@ -73,11 +89,14 @@ def train_step(
             cfg.loss,
             ref_logprobs_BT=ref_logprobs_BT,
             is_weights_BT=is_weights_BT,
-            num_items_in_batch=total_tokens,
-            num_sequences_in_batch=total_sequences,
+            num_items_in_batch=max(total_tokens, 1.0),
+            num_sequences_in_batch=max(total_sequences, 1.0),
         )
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
-        accelerator.backward(loss * accelerator.num_processes)
+        # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
+        last = i == n_micro - 1
+        with weights_lock if last and deepspeed and weights_lock is not None else contextlib.nullcontext():
+            backward(accelerator, loss * accelerator.num_processes, last_micro_batch=last)
         tokens = float(mb.loss_mask_BT.sum().item())
         for key, value in {**stats, **is_stats}.items():
             sums[key] += float(value) * tokens
@@ -97,6 +116,22 @@ def train_step(
     out["learning_rate"] = float(scheduler.get_last_lr()[0])
     out["loss_tokens"] = total_tokens
     return out
+
+
+def _empty(device: Any) -> TrainBatch:
+    """A one-token micro-batch with an empty loss mask: a forward/backward that contributes nothing."""
+    import torch
+
+    zeros = torch.zeros((1, 1), device=device)
+    return TrainBatch(
+        input_ids_BT=torch.zeros((1, 1), dtype=torch.long, device=device),
+        attention_mask_BT=torch.ones((1, 1), dtype=torch.long, device=device),
+        loss_mask_BT=zeros,
+        inference_logprobs_BT=zeros.clone(),
+        advantages_B=torch.zeros(1, device=device),
+        group_ids_B=torch.zeros(1, dtype=torch.long, device=device),
+        truncated_B=torch.zeros(1, dtype=torch.bool, device=device),
+    )
 
 
 def _to(batch: TrainBatch, device: Any) -> TrainBatch:

@@ -44,7 +44,6 @@ class _Loop:
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run GRPO as configured; returns the final evaluation summary and the run folder."""
     import torch
-    from accelerate import Accelerator
     from accelerate.utils import set_seed
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
@@ -52,6 +51,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from envs.models import resolve_model
     from train.batching import states_to_batch
     from train.checkpoint import load_latest, save_checkpoint
+    from train.distributed import make_accelerator
     from train.metrics_log import RunLogger
     from train.report import write_report
     from train.rollout_metrics import rollout_metrics, sample_rows
@@ -59,7 +59,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.step import train_step
 
     # -- 1. processes, model, optimiser -------------------------------------------------------------
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
     model_dir = resolve_model(cfg.model.name_or_path)
@@ -96,6 +96,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     env, train_examples, eval_examples = build_env(
         cfg, tokenizer, rank=accelerator.process_index, world=accelerator.num_processes
     )
+    if not accelerator.is_main_process:
+        eval_examples = []  # evaluation (and its files) belong to the main process
 
     # -- 3. resume ----------------------------------------------------------------------------------
     state = load_latest(accelerator, run_dir) if cfg.resume else None
@@ -160,12 +162,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             tokenizer.pad_token_id or 0,
             cfg.loss.mask_truncated_completions,
         )
-        if batch is None:  # nothing to learn from this step (every group dropped): keep the schedule moving
-            batch_stats = {"skipped": 1.0}
-            scheduler.step()
-        else:
-            lock = getattr(backend, "lock", None)  # generation may run ahead: never step the weights under it
-            batch_stats = train_step(model, ref_model, batch, cfg, accelerator, optimizer, scheduler, lock)
+        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
+        batch_stats = train_step(
+            model, ref_model, batch, cfg, accelerator, optimizer, scheduler, getattr(backend, "lock", None)
+        )
         t_train = time.perf_counter() - t0
 
         t0 = time.perf_counter()

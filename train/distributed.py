@@ -1,0 +1,66 @@
+"""The ``Accelerator`` for every way the trainer is started: plain python, ``accelerate launch`` with one or
+more processes, DDP, DeepSpeed ZeRO-2/3, on GPUs or on a CPU-only host.
+
+Two accelerate 1.15 behaviours on a CPU-only host need care:
+- ``Accelerator(cpu=True)`` silently ignores a DeepSpeed launch (``ACCELERATE_USE_DEEPSPEED``) and runs plain
+  DDP; DeepSpeed needs ``cpu=False``.
+- with ``cpu=False`` and no GPU, accelerate picks no process-group backend, so every DeepSpeed process believes
+  it is process 0 of 1 (DeepSpeed itself does start gloo). Naming the ``gloo`` backend fixes the count.
+
+A prepared scheduler is stepped once per optimiser step whatever the number of processes
+(``step_scheduler_with_optimizer=False``). DeepSpeed also needs its micro-batch size and clipping set before ``prepare`` (there is no dataloader for
+accelerate to read them from): they come from the run config.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from train.config import TrainConfig
+
+
+def _deepspeed_launch() -> bool:
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def make_accelerator(cfg: TrainConfig) -> Any:
+    """An ``Accelerator`` for this process; under DeepSpeed its config gets the run's batch and clipping."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType, InitProcessGroupKwargs
+
+    # One scheduler step per optimiser step: by default accelerate steps a prepared scheduler once per
+    # process (it assumes a dataloader sharded over the processes), which would run the schedule N times fast.
+    common: dict[str, Any] = {"step_scheduler_with_optimizer": False}
+    if torch.cuda.is_available():
+        accelerator = Accelerator(**common)
+    elif _deepspeed_launch():
+        accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **common)
+    else:  # one CPU process, or several over gloo (``--multi_gpu`` or ``--cpu`` on a CPU-only host)
+        accelerator = Accelerator(cpu=True, **common)
+    if accelerator.distributed_type == DistributedType.DEEPSPEED:
+        ds_config = accelerator.state.deepspeed_plugin.deepspeed_config
+        ds_config["train_micro_batch_size_per_gpu"] = cfg.optim.micro_batch_size
+        ds_config["gradient_accumulation_steps"] = 1  # the trainer marks the last micro-batch itself
+        ds_config["gradient_clipping"] = cfg.optim.max_grad_norm
+        ds_config.pop("train_batch_size", None)  # derived by DeepSpeed from the two above
+    return accelerator
+
+
+def backward(accelerator: Any, loss: Any, last_micro_batch: bool) -> None:
+    """``accelerator.backward``; under DeepSpeed the optimiser steps inside the last micro-batch's backward
+    (DeepSpeed clips and steps in ``engine.step``), so earlier micro-batches only accumulate."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type == DistributedType.DEEPSPEED:
+        accelerator.deepspeed_engine_wrapped.backward(loss, sync_gradients=last_micro_batch)
+    else:
+        accelerator.backward(loss)
+
+
+def is_deepspeed(accelerator: Any) -> bool:
+    """Whether ``accelerator`` runs DeepSpeed (the optimiser step then happens inside ``backward``)."""
+    from accelerate.utils import DistributedType
+
+    return bool(accelerator.distributed_type == DistributedType.DEEPSPEED)
