@@ -134,15 +134,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     pending: dict[int, concurrent.futures.Future[Any]] = {}
     cursors: dict[int, dict[str, int]] = {}
 
-    def request(step: int) -> None:
+    def request(step: int, version: int) -> None:
+        """Start generating ``step``'s rollouts with the weights of ``version`` optimiser steps."""
         if step < cfg.max_steps and step not in pending:
-            pending[step] = loop.submit(orchestrator.produce(step, policy_version=step))
+            pending[step] = loop.submit(orchestrator.produce(step, policy_version=version))
             cursors[step] = orchestrator.cursor.state()  # the cursor once step's examples are taken
 
     progress = _progress(cfg, accelerator, start_step)
     for step in range(start_step, cfg.max_steps):
         for ahead in range(cfg.rollout.max_off_policy_steps + 1):
-            request(step + ahead)
+            request(step + ahead, version=step)
         t0 = time.perf_counter()
         rollouts = pending.pop(step).result()
         t_generate = time.perf_counter() - t0

@@ -1,0 +1,75 @@
+"""The trainer end to end on the tiny model: the multi-step environment, metrics, reports, off-policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from train.config import load_config
+from train.trainer import train
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(
+        ROOT / "configs/train/first_responder_cpu.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"logging.output_dir={tmp_path / 'run'}",
+            "max_steps=2",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=2",
+            "rollout.max_tokens=8",
+            "optim.micro_batch_size=2",
+            "logging.eval_group_size=1",
+            "logging.progress=false",
+            "logging.sample_every=1",
+        ],
+    )
+    result = train(cfg)
+    run = tmp_path / "run"
+    rows = metrics(run)
+    steps = [r for r in rows if r["step"] in (1, 2) and "reward/mean" in r]
+    assert len(steps) == 2
+    for r in steps:
+        # a random model never states its size-up: every group has zero variance, counted and dropped
+        assert r["groups/zero_variance_fraction"] == 1.0 and r["groups/dropped"] == 2.0
+        assert r["train/skipped"] == 1.0
+        assert r["req/scene_safety"] == 0.0 and r["stop/incorrect"] == 1.0
+        for key in ("diversity/distinct_fraction", "diversity/repetition_rate", "time/train_s", "turns/mean"):
+            assert key in r
+    assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
+    assert (run / "report.png").stat().st_size > 10_000
+    assert (run / "eval_before" / "rollouts.jsonl").is_file() and (run / "eval_after" / "eval.png").is_file()
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and "[assistant]" in samples[0]["conversation"]
+
+
+@pytest.mark.slow
+def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(
+        ROOT / "configs/train/tiny_test.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"logging.output_dir={tmp_path / 'run'}",
+            "max_steps=3",
+            "rollout.max_off_policy_steps=1",
+            "env.eval_fraction=0",
+        ],
+    )
+    train(cfg)
+    rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
+    assert [r["off_policy_steps"] for r in rows] == [0.0, 1.0, 1.0]
+    assert all(r["train/loss_tokens"] > 0 for r in rows)
