@@ -37,6 +37,17 @@ def require_vllm() -> bool:
     return os.environ.get(REQUIRE_VLLM_ENV_VAR, "") not in ("", "0", "false", "False")
 
 
+def vllm_python_or_skip() -> Path:
+    """The vLLM environment's interpreter; skips the test without one (fails when it is required)."""
+    python = default_vllm_python()
+    if not vllm_available(python):
+        reason = f"vLLM environment missing ({python}): run ./install.sh --with-vllm"
+        if require_vllm():
+            pytest.fail(f"{reason} ({REQUIRE_VLLM_ENV_VAR}=1 is set)")
+        pytest.skip(reason)
+    return Path(python)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Folder of the tiny random Qwen2 model with its ChatML tokenizer (seed 0), built once per session."""
@@ -53,12 +64,7 @@ def vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     The served model name is the model folder's path (``str(tiny_model_dir)``). Started with
     ``--dtype float32 --enforce-eager --seed 0 --max-model-len 512`` and ``TEST_SERVER_ARGS``.
     """
-    python = default_vllm_python()
-    if not vllm_available(python):
-        reason = f"vLLM environment missing ({python}): run ./install.sh --with-vllm"
-        if require_vllm():
-            pytest.fail(f"{reason} ({REQUIRE_VLLM_ENV_VAR}=1 is set)")
-        pytest.skip(reason)
+    python = vllm_python_or_skip()
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     with VllmServer(
         tiny_model_dir,
