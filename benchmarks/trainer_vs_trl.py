@@ -1,0 +1,370 @@
+"""Our GRPO trainer against TRL's ``GRPOTrainer`` on CPU: the same model, prompts, reward, G, lengths,
+learning rate and steps, in one run.
+
+    .venv/bin/python benchmarks/trainer_vs_trl.py [--models tiny,smollm2] [--steps-tiny 20]
+        [--steps-smollm2 8] [--tokens 96] [--prompts-per-step 2] [--group-size 4] [--free-length]
+
+The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all twelve, nothing held out),
+scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
+same ``vowel_ratio`` as its reward function. Matching settings: loss ``dapo``, ``beta`` 0, one update per
+batch (``num_iterations`` 1), clipping 0.2 / 0.28, group-std scaled advantages, temperature 1.0, top-p 1,
+no top-k, AdamW betas (0.9, 0.99) with a constant learning rate and gradient clipping at 1.0, float32 and
+sdpa, no gradient checkpointing (TRL's default is on; ours off), micro-batches of 4 with gradient accumulation
+over the step (TRL: ``per_device_train_batch_size`` 4 and ``gradient_accumulation_steps`` = rows / 4).
+Every completion is forced to exactly ``--tokens`` tokens (``min_tokens`` for ours, ``min_new_tokens`` in
+TRL's generation kwargs), so both do the same work whatever the policy learns; ``--free-length`` lets
+completions stop at end-of-sequence instead. Our trainer keeps its defaults elsewhere (truncated
+importance-sampling correction on; TRL has none with transformers generation).
+
+Each run is its own subprocess (memory and threads isolated), one after the other, torch on every core.
+Seconds per step exclude model loading and everything before the first step: for ours the per-step
+``time/wait_s + time/train_s + time/sync_s`` of ``metrics.jsonl`` (generation and scoring, the optimiser
+step, weight sync), for TRL the time from ``on_step_begin`` to ``on_step_end`` (generation, scoring,
+forward/backward and the optimiser step). ``*_s_per_step`` is the median over the steps after the first
+(a warm-up), which resists steps slowed by other work on a shared machine; the means and every step's time
+are listed too, with the machine's load average before and after each run. Peak RSS is the subprocess's
+``ru_maxrss``.
+
+Prints one JSON object: per model ``ours_s_per_step``, ``trl_s_per_step``, ``speedup`` (TRL's seconds per
+step over ours; target >= 1.3), ``ours_last_reward`` / ``trl_last_reward`` (mean reward of the last quarter
+of the steps), first-step rewards, peak RSS and the time split of our step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT / "configs" / "data" / "toy_prompts.jsonl"
+BASE_CONFIG = ROOT / "configs" / "train" / "tiny_test.yaml"
+RUBRIC = "rubrics.examples:toy_vowels"
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "WANDB_MODE": "disabled",
+    "TOKENIZERS_PARALLELISM": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+# -- the two workers (each runs in its own subprocess) ------------------------------------------------------
+
+
+def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
+    """Our trainer on ``spec``; per-step times and rewards from its ``metrics.jsonl``."""
+    import train.setup as train_setup
+    from envs.backends.base import SamplingParams
+    from train.config import load_config
+    from train.trainer import train
+
+    if spec["force_length"]:  # the config has no min_tokens: build the environment's sampling with one
+
+        def forced(**kwargs: Any) -> SamplingParams:
+            return SamplingParams(**{**kwargs, "min_tokens": spec["tokens"]})
+
+        train_setup.SamplingParams = forced  # type: ignore[assignment,misc]
+    out_dir = Path(spec["out_dir"]) / "ours"
+    rows = spec["prompts_per_step"] * spec["group_size"]
+    overrides = [
+        f"model.name_or_path={spec['model_dir']}",
+        f"seed={spec['seed']}",
+        f"max_steps={spec['steps']}",
+        "deterministic=false",
+        "resume=false",
+        f"env.rubric={RUBRIC}",
+        f"env.data={DATA}",
+        "env.eval_fraction=0",
+        f"env.max_total_tokens={spec['tokens'] + 256}",
+        f"rollout.prompts_per_step={spec['prompts_per_step']}",
+        f"rollout.group_size={spec['group_size']}",
+        f"rollout.max_tokens={spec['tokens']}",
+        "rollout.temperature=1.0",
+        "rollout.top_p=1.0",
+        "loss.type=dapo",
+        "loss.beta=0",
+        "loss.epsilon=0.2",
+        "loss.epsilon_high=0.28",
+        f"loss.max_completion_length={spec['tokens']}",
+        "advantage.scale_rewards=group",
+        f"optim.learning_rate={spec['learning_rate']}",
+        f"optim.micro_batch_size={min(4, rows)}",
+        "optim.schedule=constant",
+        "optim.warmup_steps=0",
+        "optim.max_grad_norm=1.0",
+        "optim.weight_decay=0.0",
+        f"logging.output_dir={out_dir}",
+        f"logging.checkpoint_every={spec['steps'] + 1}",
+        f"logging.sample_every={spec['steps'] + 1}",
+        "logging.wandb_mode=disabled",
+        "logging.progress=false",
+    ]
+    cfg = load_config(BASE_CONFIG, overrides)
+    started = time.perf_counter()
+    train(cfg)
+    total = time.perf_counter() - started
+    lines = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = [r for r in lines if "time/train_s" in r]
+    return {
+        "step_s": [r["time/wait_s"] + r["time/train_s"] + r["time/sync_s"] for r in steps],
+        "generate_s": [r["time/generate_and_score_s"] for r in steps],
+        "train_s": [r["time/train_s"] for r in steps],
+        "sync_s": [r["time/sync_s"] for r in steps],
+        "rewards": [r.get("reward/mean") for r in steps],
+        "completion_tokens_mean": [r.get("length/completion_tokens_mean") for r in steps],
+        "total_s_including_load": total,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def trl_vowel_reward(completions: list[Any], **kwargs: Any) -> list[float]:
+    """TRL's view of ``rubrics.examples.vowel_ratio`` (the reward of our ``toy_vowels`` rubric)."""
+    from rubrics.examples import vowel_ratio
+
+    return [vowel_ratio(c) for c in completions]
+
+
+def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
+    """TRL's GRPOTrainer on ``spec``; per-step times from callbacks, rewards from its logs."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.manual_seed(spec["seed"])
+    prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
+    tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
+    model = AutoModelForCausalLM.from_pretrained(
+        spec["model_dir"], dtype=torch.float32, attn_implementation="sdpa"
+    )
+    rows = spec["prompts_per_step"] * spec["group_size"]
+    micro = min(4, rows)
+    generation_kwargs = {"min_new_tokens": spec["tokens"]} if spec["force_length"] else None
+    args = GRPOConfig(
+        output_dir=str(Path(spec["out_dir"]) / "trl"),
+        use_cpu=True,
+        bf16=False,
+        seed=spec["seed"],
+        max_steps=spec["steps"],
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=rows // micro,
+        num_generations=spec["group_size"],
+        max_completion_length=spec["tokens"],
+        generation_kwargs=generation_kwargs,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        loss_type="dapo",
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        scale_rewards="group",
+        learning_rate=spec["learning_rate"],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        adam_beta1=0.9,
+        adam_beta2=0.99,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        gradient_checkpointing=False,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+    class Clock(TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.begin = 0.0
+            self.step_s: list[float] = []
+            self.logs: list[dict[str, Any]] = []
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.begin = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.step_s.append(time.perf_counter() - self.begin)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if logs and "reward" in logs:
+                self.logs.append(dict(logs))
+
+    clock = Clock()
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[trl_vowel_reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[clock],
+    )
+    started = time.perf_counter()
+    trainer.train()
+    total = time.perf_counter() - started
+    return {
+        "step_s": clock.step_s,
+        "rewards": [log.get("reward") for log in clock.logs],
+        "completion_tokens_mean": [log.get("completions/mean_length") for log in clock.logs],
+        "total_s_including_load": total,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+# -- the driver ---------------------------------------------------------------------------------------------
+
+
+def in_subprocess(kind: str, spec: dict[str, Any], work: Path) -> dict[str, Any]:
+    spec_path = work / f"{kind}-{spec['model']}-spec.json"
+    result_path = work / f"{kind}-{spec['model']}-result.json"
+    spec_path.write_text(json.dumps(spec))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(spec_path), str(result_path)]
+    load_before = os.getloadavg()[0]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} on {spec['model']} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    result = dict(json.loads(result_path.read_text()))
+    # Load average of the machine (1 min) before and after: above ~the core count, something else shared
+    # the cores and the times are inflated.
+    result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return result
+
+
+def _mean(values: list[Any]) -> float | None:
+    clean = [float(v) for v in values if v is not None]
+    return round(statistics.fmean(clean), 4) if clean else None
+
+
+def summarise(ours: dict[str, Any], trl: dict[str, Any], last: int) -> dict[str, Any]:
+    def steady(values: list[float]) -> list[float]:
+        return values[1:] or values  # the first step is a warm-up
+
+    # The median resists steps slowed by other work on a shared machine; the mean is reported beside it.
+    ours_s, trl_s = statistics.median(steady(ours["step_s"])), statistics.median(steady(trl["step_s"]))
+    split = {
+        key: round(statistics.median(steady(ours[key])), 3) for key in ("generate_s", "train_s", "sync_s")
+    }
+    return {
+        "ours_s_per_step": round(ours_s, 3),
+        "trl_s_per_step": round(trl_s, 3),
+        "speedup": round(trl_s / ours_s, 3),
+        "ours_mean_s_per_step": round(statistics.fmean(steady(ours["step_s"])), 3),
+        "trl_mean_s_per_step": round(statistics.fmean(steady(trl["step_s"])), 3),
+        "ours_loadavg_1m_before_after": ours["loadavg_1m"],
+        "trl_loadavg_1m_before_after": trl["loadavg_1m"],
+        "ours_last_reward": _mean(ours["rewards"][-last:]),
+        "trl_last_reward": _mean(trl["rewards"][-last:]),
+        "ours_first_reward": _mean(ours["rewards"][:1]),
+        "trl_first_reward": _mean(trl["rewards"][:1]),
+        "last_steps_averaged": last,
+        "ours_step_split_s": split,
+        "ours_peak_rss_gib": round(ours["peak_rss_gib"], 2),
+        "trl_peak_rss_gib": round(trl["peak_rss_gib"], 2),
+        "ours_total_s_including_load": round(ours["total_s_including_load"], 1),
+        "trl_total_s_including_load": round(trl["total_s_including_load"], 1),
+        "ours_step_s": [round(x, 3) for x in ours["step_s"]],
+        "trl_step_s": [round(x, 3) for x in trl["step_s"]],
+        "ours_rewards": [None if r is None else round(r, 4) for r in ours["rewards"]],
+        "trl_rewards": [None if r is None else round(r, 4) for r in trl["rewards"]],
+        "ours_completion_tokens_mean": ours["completion_tokens_mean"][-1:],
+        "trl_completion_tokens_mean": trl["completion_tokens_mean"][-1:],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", default="tiny,smollm2", help="comma-separated: tiny, smollm2")
+    parser.add_argument("--steps-tiny", type=int, default=20)
+    parser.add_argument("--steps-smollm2", type=int, default=8)
+    parser.add_argument("--lr-tiny", type=float, default=1e-3)
+    parser.add_argument("--lr-smollm2", type=float, default=5e-5)
+    parser.add_argument(
+        "--tokens", type=int, default=96, help="completion length (forced unless --free-length)"
+    )
+    parser.add_argument("--prompts-per-step", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--free-length", action="store_true", help="let completions stop at end-of-sequence")
+    parser.add_argument("--worker", nargs=3, metavar=("KIND", "SPEC", "RESULT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:  # a subprocess: run one trainer, write its result
+        kind, spec_path, result_path = args.worker
+        spec = json.loads(Path(spec_path).read_text())
+        result = run_ours(spec) if kind == "ours" else run_trl(spec)
+        Path(result_path).write_text(json.dumps(result))
+        return
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = set(models) - {"tiny", "smollm2"}
+    if unknown:
+        parser.error(f"--models: unknown {sorted(unknown)}")
+    rows = args.prompts_per_step * args.group_size
+    if rows > 4 and rows % 4:
+        parser.error("--prompts-per-step x --group-size must be a multiple of 4 (micro-batches of 4)")
+    report: dict[str, Any] = {
+        "settings": {
+            "prompts_per_step": args.prompts_per_step,
+            "group_size": args.group_size,
+            "completion_tokens": args.tokens,
+            "forced_length": not args.free_length,
+            "loss": "dapo, beta 0, num_iterations 1, epsilon 0.2/0.28",
+            "temperature": 1.0,
+            "torch_threads": os.cpu_count(),
+            "reward": RUBRIC,
+        }
+    }
+    with tempfile.TemporaryDirectory(prefix="trainer_vs_trl-") as tmp:
+        work = Path(tmp)
+        for model in models:
+            if model == "tiny":
+                from envs.tiny_model import build_tiny_model
+
+                model_dir = build_tiny_model(work / "tiny-model")
+                steps, lr = args.steps_tiny, args.lr_tiny
+            else:
+                from envs.models import prepare_smollm2
+
+                model_dir = prepare_smollm2()
+                steps, lr = args.steps_smollm2, args.lr_smollm2
+            spec = {
+                "model": model,
+                "model_dir": str(model_dir),
+                "steps": steps,
+                "learning_rate": lr,
+                "tokens": args.tokens,
+                "prompts_per_step": args.prompts_per_step,
+                "group_size": args.group_size,
+                "seed": args.seed,
+                "force_length": not args.free_length,
+                "out_dir": str(work / model),
+            }
+            ours = in_subprocess("ours", spec, work)
+            trl = in_subprocess("trl", spec, work)
+            report[model] = {
+                "steps": steps,
+                "learning_rate": lr,
+                **summarise(ours, trl, last=max(1, steps // 4)),
+            }
+            print(f"{model}: {json.dumps(report[model])}", file=sys.stderr, flush=True)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
