@@ -19,14 +19,30 @@ from train.loss import importance_weights, policy_loss, token_entropy, token_log
 from train.types import TrainBatch
 
 
-def _forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple[Any, Any]:
-    """[B, T] logprobs of each token and [B, T] entropies, from one forward pass."""
+def forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple[Any, Any]:
+    """[B, T] logprobs of each token and [B, T] entropies, from one forward pass.
+
+    The output head runs only from the first position that predicts a loss token (``logits_to_keep``):
+    the shared prompt needs no logits, and the head over the vocabulary is the costliest layer of a
+    small model. Positions before that hold 0 (they are masked out of the loss anyway)."""
     import torch
 
-    logits_BTV = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_mask_BT).logits
-    logprobs_BT = token_logprobs(logits_BTV, batch.input_ids_BT, temperature)
+    input_ids_BT, mask_BT = batch.input_ids_BT, batch.loss_mask_BT
+    width = input_ids_BT.shape[1]
+    columns = mask_BT.any(dim=0).nonzero()
+    first = int(columns[0]) if len(columns) else width - 1  # first column holding a loss token
+    keep = width - max(first, 1) + 1  # logits of positions first-1 .. T-1
+    logits_BKV = model(
+        input_ids=input_ids_BT, attention_mask=batch.attention_mask_BT, logits_to_keep=keep
+    ).logits
+    kept_ids_BK = input_ids_BT[:, width - keep :]
+    logprobs_BT = torch.nn.functional.pad(
+        token_logprobs(logits_BKV, kept_ids_BK, temperature), (width - keep, 0)
+    )
     with torch.no_grad():
-        entropy_BT = token_entropy(logits_BTV.detach(), temperature)
+        entropy_BT = torch.nn.functional.pad(
+            token_entropy(logits_BKV.detach(), temperature), (width - keep, 0)
+        )
     return logprobs_BT, entropy_BT
 
 
@@ -69,7 +85,7 @@ def train_step(
         start = i * micro
         mb = batch.slice(start, start + micro) if batch and start < batch.num_sequences else _empty(device)
         mb = _to(mb, device)
-        logprobs_BT, entropy_BT = _forward_logprobs(model, mb, cfg.rollout.temperature)
+        logprobs_BT, entropy_BT = forward_logprobs(model, mb, cfg.rollout.temperature)
         old_logprobs_BT = logprobs_BT.detach()
         is_weights_BT, is_stats = None, dict[str, float]()
         if cfg.loss.importance_sampling:
