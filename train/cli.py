@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-turns", type=int, help="replies per rollout (default 6)")
     ev.add_argument("--max-total-tokens", type=int, help="token budget per rollout (default 2048)")
     ev.add_argument("--judge", help="use this judge of the rubric by default (e.g. llm)")
+    ev.add_argument("--system-prompt", help="the policy's system prompt (default: the environment's)")
     ev.add_argument("--out", help="output folder (default runs/eval)")
     ev.add_argument("--concurrency", type=int, help="scenario groups in flight (default 8)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
