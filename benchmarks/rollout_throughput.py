@@ -6,7 +6,7 @@ through (1) our local backend, (2) raw batched transformers ``generate``, (3) ou
 
 Both vLLM paths send the same request body (token ids and logprobs back). Every completion is forced to exactly ``--tokens`` tokens (``min_tokens``), so each path does the same
 work. Ours are driven as a trainer drives them: 64 concurrent single-completion calls (the local backend
-batches them itself). The local measurements run before the server starts (a vLLM CPU worker keeps its
+batches them itself). Each pair of paths is timed in interleaved passes (best of ``--repeats``). The local measurements run before the server starts (a vLLM CPU worker keeps its
 cores busy). Prints one JSON object with the four tokens/s, ``vllm_efficiency`` (our vLLM backend over
 plain requests) and ``local_efficiency`` (our local backend over raw ``generate``); target: both >= 0.9.
 """
@@ -69,15 +69,18 @@ async def plain_http(url: str, model: str, prompt_ids: list[int], n: int, tokens
     return sum(r.json()["usage"]["completion_tokens"] for r in replies)
 
 
-def timed(fn: Any, repeats: int) -> tuple[float, int]:
-    fn()  # warm-up
-    runs = []
+def timed_pair(fn_a: Any, fn_b: Any, repeats: int) -> tuple[tuple[float, int], tuple[float, int]]:
+    """Best (seconds, tokens) of each of two paths, after a warm-up of both, passes interleaved a, b, a, b
+    so that drift in the machine's load hits both alike."""
+    fn_a()
+    fn_b()
+    runs: dict[int, list[tuple[float, int]]] = {0: [], 1: []}
     for _ in range(repeats):
-        start = time.perf_counter()
-        produced = fn()
-        runs.append((time.perf_counter() - start, produced))
-    elapsed, produced = min(runs)
-    return elapsed, produced
+        for key, fn in ((0, fn_a), (1, fn_b)):
+            start = time.perf_counter()
+            produced = fn()
+            runs[key].append((time.perf_counter() - start, produced))
+    return min(runs[0]), min(runs[1])
 
 
 def main() -> None:
@@ -87,7 +90,7 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--model", default="smollm2", help="'smollm2' or a local model folder")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     from envs.backends.local import LocalBackend
@@ -101,8 +104,11 @@ def main() -> None:
     prompt_ids = chat_ids(local.tokenizer, PROMPT)
     n, k = args.completions, args.tokens
 
-    t_local, tok_local = timed(lambda: asyncio.run(ours(local, prompt_ids, n, k)), args.repeats)
-    t_raw, tok_raw = timed(lambda: raw_generate(local.model, prompt_ids, n, k), args.repeats)
+    (t_local, tok_local), (t_raw, tok_raw) = timed_pair(
+        lambda: asyncio.run(ours(local, prompt_ids, n, k)),
+        lambda: raw_generate(local.model, prompt_ids, n, k),
+        args.repeats,
+    )
 
     with rl_server(model_dir, port=None) as server:
         url = server.base_url
@@ -114,9 +120,10 @@ def main() -> None:
             finally:
                 await backend.close()
 
-        t_vllm, tok_vllm = timed(lambda: asyncio.run(through_backend()), args.repeats)
-        t_http, tok_http = timed(
-            lambda: asyncio.run(plain_http(url, str(model_dir), prompt_ids, n, k)), args.repeats
+        (t_vllm, tok_vllm), (t_http, tok_http) = timed_pair(
+            lambda: asyncio.run(through_backend()),
+            lambda: asyncio.run(plain_http(url, str(model_dir), prompt_ids, n, k)),
+            args.repeats,
         )
 
     rates = {
