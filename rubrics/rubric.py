@@ -164,7 +164,7 @@ class Rubric:
             if binding.is_group:
                 if not group:
                     raise ValueError(f"{binding.name!r} is a group reward function; use score_group")
-                pending_call = self._run_group(binding, states, values, errors)
+                pending_call = self._run_group(binding, kwargs_per_state, values, errors)
                 if pending_call is not None:
                     pending.append(pending_call)
                 continue
@@ -196,19 +196,19 @@ class Rubric:
     def _run_group(
         self,
         binding: Binding,
-        states: Sequence[State],
+        per_state: Sequence[dict[str, Any]],
         values: list[dict[str, float]],
         errors: list[list[str]],
     ) -> Awaitable[None] | None:
         try:
-            kwargs = self._group_kwargs(binding, states)
+            kwargs = self._group_kwargs(binding, per_state)
         except ScoringError as exc:
             _record_group_failure(binding.name, str(exc), values, errors)
             return None
 
         def finish(result: Any) -> None:
             try:
-                floats = _as_group_result(binding.name, result, len(states))
+                floats = _as_group_result(binding.name, result, len(per_state))
             except ScoringError as exc:
                 _record_group_failure(binding.name, str(exc), values, errors)
                 return
@@ -234,8 +234,8 @@ class Rubric:
         finish(result)
         return None
 
-    def _group_kwargs(self, binding: Binding, states: Sequence[State]) -> dict[str, Any]:
-        per_state = [self._injectables(s) for s in states]
+    def _group_kwargs(self, binding: Binding, per_state: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Keyword arguments of a group function from each state's injectable values (built once per call)."""
         names = (
             list(PLURAL_ARGS) + list(SINGULAR_ARGS) + list(self.class_objects)
             if binding.takes_var_kwargs

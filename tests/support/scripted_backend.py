@@ -19,11 +19,12 @@ class ScriptedBackend:
         self.replies = replies
         self.eos_id = tokenizer.convert_tokens_to_ids(eos)
         self.prompts: list[list[int]] = []
+        self.base: int | None = None  # end-of-message tokens in a first-turn prompt
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
         self.prompts.append(list(prompt_ids))
         ends = prompt_ids.count(self.eos_id)
-        self.base = min(getattr(self, "base", ends), ends)
+        self.base = ends if self.base is None else min(self.base, ends)
         turn = (ends - self.base) // 2
         text = self.replies[min(turn, len(self.replies) - 1)]
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])[: params.max_tokens - 1]
