@@ -8,13 +8,15 @@ The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all 
 scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
 same ``vowel_ratio`` as its reward function. Matching settings: loss ``dapo``, ``beta`` 0, one update per
 batch (``num_iterations`` 1), clipping 0.2 / 0.28, group-std scaled advantages, temperature 1.0, top-p 1,
-no top-k, AdamW betas (0.9, 0.99) with a constant learning rate and gradient clipping at 1.0, float32 and
-sdpa, no gradient checkpointing (TRL's default is on; ours off), micro-batches of 4 with gradient accumulation
+no top-k, AdamW betas (0.9, 0.99) with a constant learning rate and gradient clipping at 1.0, float32
+training and sdpa, no gradient checkpointing (TRL's default is on; ours off), micro-batches of 4 with gradient accumulation
 over the step (TRL: ``per_device_train_batch_size`` 4 and ``gradient_accumulation_steps`` = rows / 4).
 Every completion is forced to exactly ``--tokens`` tokens (``min_tokens`` for ours, ``min_new_tokens`` in
 TRL's generation kwargs), so both do the same work whatever the policy learns; ``--free-length`` lets
 completions stop at end-of-sequence instead. Our trainer keeps its defaults elsewhere (truncated
-importance-sampling correction on; TRL has none with transformers generation).
+importance-sampling correction on; TRL has none with transformers generation), and samples from a bfloat16
+copy of the policy (``rollout.inference_dtype``, refreshed after every step; ``--inference-dtype float32``
+samples from the float32 policy as TRL does): CPU decoding is bound by reading the weights.
 
 Each run is its own subprocess (memory and threads isolated), one after the other, torch on every core.
 Seconds per step exclude model loading and everything before the first step: for ours the per-step
@@ -105,6 +107,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "optim.warmup_steps=0",
         "optim.max_grad_norm=1.0",
         "optim.weight_decay=0.0",
+        f"rollout.inference_dtype={spec['inference_dtype']}",
         f"logging.output_dir={out_dir}",
         f"logging.checkpoint_every={spec['steps'] + 1}",
         f"logging.sample_every={spec['steps'] + 1}",
@@ -301,6 +304,12 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--free-length", action="store_true", help="let completions stop at end-of-sequence")
+    parser.add_argument(
+        "--inference-dtype",
+        default="bfloat16",
+        choices=["float32", "bfloat16"],
+        help="our local backend's sampling copy (training stays float32 for both)",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "SPEC", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -328,6 +337,7 @@ def main() -> None:
             "temperature": 1.0,
             "torch_threads": os.cpu_count(),
             "reward": RUBRIC,
+            "ours_inference_dtype": args.inference_dtype,
         }
     }
     with tempfile.TemporaryDirectory(prefix="trainer_vs_trl-") as tmp:
@@ -353,6 +363,7 @@ def main() -> None:
                 "group_size": args.group_size,
                 "seed": args.seed,
                 "force_length": not args.free_length,
+                "inference_dtype": args.inference_dtype,
                 "out_dir": str(work / model),
             }
             ours = in_subprocess("ours", spec, work)

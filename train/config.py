@@ -31,6 +31,10 @@ class ModelConfig(Section):
     """Recompute activations in the backward pass to save memory."""
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """Attention kernel (flash-attn only on CUDA hosts)."""
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    """Autocast the training forward/backward (accelerate's ``mixed_precision``; the weights and the optimiser
+    stay in ``dtype``). ``bf16`` runs the training step about 2.3x faster on CPUs with AVX-512 BF16.
+    DeepSpeed launches take their precision from the DeepSpeed config instead."""
 
 
 class EnvConfig(Section):
@@ -86,14 +90,23 @@ class RolloutConfig(Section):
     max_tokens: int = Field(96, ge=1)
     """Tokens per model reply."""
     max_off_policy_steps: int = Field(0, ge=0)
-    """How many batches the orchestrator may generate ahead of the trainer (0 = strictly on-policy)."""
+    """How many batches the orchestrator may generate ahead of the trainer (0 = strictly on-policy). With the
+    local backend the batches ahead are queued, and their generation takes turns with training on one thread;
+    with vLLM it overlaps the training step."""
     check_sync: bool = False
     """After each weight sync, check that the server's greedy tokens equal the trainer's."""
+    inference_dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    """Backend ``local`` only: sample from a copy of the policy held in this dtype, refreshed after every
+    optimiser step. Decoding on a CPU is bound by reading the weights, so ``bfloat16`` samples about twice
+    as fast; the importance-sampling correction accounts for the difference, as it does for vLLM. None
+    samples from the policy itself."""
 
     @model_validator(mode="after")
     def _urls_for_vllm(self) -> RolloutConfig:
         if self.backend == "vllm" and not self.vllm_urls:
             raise ValueError("rollout.vllm_urls: backend 'vllm' needs at least one server URL")
+        if self.backend == "vllm" and self.inference_dtype is not None:
+            raise ValueError("rollout.inference_dtype: only for backend 'local' (vLLM serves its own dtype)")
         return self
 
 

@@ -33,12 +33,14 @@ def make_accelerator(cfg: TrainConfig) -> Any:
     # One scheduler step per optimiser step: by default accelerate steps a prepared scheduler once per
     # process (it assumes a dataloader sharded over the processes), which would run the schedule N times fast.
     common: dict[str, Any] = {"step_scheduler_with_optimizer": False}
+    # under DeepSpeed the precision comes from the DeepSpeed config; elsewhere the run config's autocast
+    precision = {} if _deepspeed_launch() else {"mixed_precision": cfg.model.mixed_precision}
     if torch.cuda.is_available():
-        accelerator = Accelerator(**common)
+        accelerator = Accelerator(**common, **precision)
     elif _deepspeed_launch():
         accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **common)
     else:  # one CPU process, or several over gloo (``--multi_gpu`` or ``--cpu`` on a CPU-only host)
-        accelerator = Accelerator(cpu=True, **common)
+        accelerator = Accelerator(cpu=True, **common, **precision)
     if accelerator.distributed_type == DistributedType.DEEPSPEED:
         ds_config = accelerator.state.deepspeed_plugin.deepspeed_config
         ds_config["train_micro_batch_size_per_gpu"] = cfg.optim.micro_batch_size

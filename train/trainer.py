@@ -85,14 +85,22 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     policy = accelerator.unwrap_model(model)
 
     # -- 2. environment, backend, orchestrator -----------------------------------------------------
+    sampler = _sampling_copy(cfg, accelerator, policy)  # None: sample from the policy itself
     if cfg.rollout.backend == "local":
         backend: Any = LocalBackend(
-            policy, tokenizer, max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size
+            sampler or policy, tokenizer, max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size
         )
     else:
         from envs.backends.vllm import VllmBackend
 
         backend = VllmBackend(cfg.rollout.vllm_urls, str(model_dir))
+    # torch work shares the local backend's one thread (see envs.backends.local: two OpenMP teams on one
+    # CPU slow every kernel down); the local backend then generates and trains in turn, never at once
+    executor = getattr(backend, "executor", None)
+
+    def compute(fn: Any, *args: Any) -> Any:
+        return executor.submit(fn, *args).result() if executor is not None else fn(*args)
+
     env, train_examples, eval_examples = build_env(
         cfg, tokenizer, rank=accelerator.process_index, world=accelerator.num_processes
     )
@@ -123,6 +131,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     loop = _Loop()
     if start_step > 0 and cfg.rollout.backend == "vllm":
         loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend)).result()
+    if sampler is not None:
+        compute(_copy_weights, policy, sampler)
 
     # -- 4. evaluate before training ------------------------------------------------------------------
     before = None
@@ -139,6 +149,18 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if step < cfg.max_steps and step not in pending:
             pending[step] = loop.submit(orchestrator.produce(step, policy_version=version))
             cursors[step] = orchestrator.cursor.state()  # the cursor once step's examples are taken
+
+    def learn(rollouts: Any) -> dict[str, float]:
+        """The policy update on one step's scored groups."""
+        batch = states_to_batch(
+            rollouts.groups,
+            rollouts.advantages,
+            tokenizer.pad_token_id or 0,
+            cfg.loss.mask_truncated_completions,
+        )
+        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
+        lock = getattr(backend, "lock", None)
+        return train_step(model, ref_model, batch, cfg, accelerator, optimizer, scheduler, lock)
 
     progress = _progress(cfg, accelerator, start_step)
     for step in range(start_step, cfg.max_steps):
@@ -157,21 +179,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         metrics["off_policy_steps"] = float(step - rollouts.policy_version)
 
         t0 = time.perf_counter()
-        batch = states_to_batch(
-            rollouts.groups,
-            rollouts.advantages,
-            tokenizer.pad_token_id or 0,
-            cfg.loss.mask_truncated_completions,
-        )
-        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
-        batch_stats = train_step(
-            model, ref_model, batch, cfg, accelerator, optimizer, scheduler, getattr(backend, "lock", None)
-        )
+        batch_stats = compute(learn, rollouts)
         t_train = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         if cfg.rollout.backend == "vllm":
             loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend)).result()
+        elif sampler is not None:
+            with backend.lock:
+                compute(_copy_weights, policy, sampler)
         t_sync = time.perf_counter() - t0
 
         tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
@@ -210,6 +226,35 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if accelerator.is_main_process:
         write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
     return {"run_dir": str(run_dir), "before": before, "after": after}
+
+
+def _sampling_copy(cfg: TrainConfig, accelerator: Any, policy: Any) -> Any:
+    """The local backend's copy of the policy in ``rollout.inference_dtype``, or None to share the policy."""
+    import copy
+
+    import torch
+
+    from train.distributed import is_deepspeed
+
+    if cfg.rollout.backend != "local" or cfg.rollout.inference_dtype in (None, cfg.model.dtype):
+        return None
+    if is_deepspeed(accelerator) and accelerator.state.deepspeed_plugin.zero_stage == 3:
+        raise ValueError(
+            "rollout.inference_dtype: not available under ZeRO-3 (the policy is sharded); unset it"
+        )
+    sampler = copy.deepcopy(policy).to(getattr(torch, cfg.rollout.inference_dtype))
+    for wrapper in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs plain
+        sampler.__dict__.pop(wrapper, None)
+    return sampler.eval().requires_grad_(False)
+
+
+def _copy_weights(policy: Any, sampler: Any) -> None:
+    """Refresh the sampling copy from the policy (same architecture: parameters pair up in order)."""
+    import torch
+
+    with torch.no_grad():
+        for target, source in zip(sampler.parameters(), policy.parameters(), strict=True):
+            target.copy_(source)
 
 
 def _progress(cfg: TrainConfig, accelerator: Any, start: int) -> Any:

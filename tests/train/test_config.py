@@ -44,6 +44,11 @@ def test_dotted_overrides() -> None:
         (["optim.micro_batch_size=64"], "optim.micro_batch_size (64) exceeds the sequences per step"),
         (["rollout.max_tokens=2000"], "loss.max_completion_length must be at least rollout.max_tokens"),
         (["env.type=single_turn"], "env.data: a single_turn environment needs a JSONL of prompts"),
+        (
+            ["rollout.backend=vllm", "rollout.vllm_urls=[http://x]", "rollout.inference_dtype=bfloat16"],
+            "rollout.inference_dtype: only for backend 'local'",
+        ),
+        (["model.mixed_precision=bf8"], "model.mixed_precision: Input should be 'no', 'bf16' or 'fp16'"),
         (["nonsense"], "expected key.path=value"),
     ],
 )

@@ -73,3 +73,56 @@ def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_pat
     rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
     assert [r["off_policy_steps"] for r in rows] == [0.0, 1.0, 1.0]
     assert all(r["train/loss_tokens"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_bf16_sampling_copy_and_autocast_train(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(
+        ROOT / "configs/train/tiny_test.yaml",
+        [
+            f"model.name_or_path={tiny_model_dir}",
+            f"logging.output_dir={tmp_path / 'run'}",
+            "max_steps=2",
+            "env.eval_fraction=0",
+            "rollout.inference_dtype=bfloat16",
+            "model.mixed_precision=bf16",
+        ],
+    )
+    train(cfg)
+    rows = [r for r in metrics(tmp_path / "run") if "train/loss_tokens" in r]
+    assert len(rows) == 2 and all(r["train/loss_tokens"] > 0 for r in rows)
+    # the rollouts were sampled in bfloat16: their logprobs differ from the trainer's, and the
+    # importance-sampling correction sees it
+    assert any(r["train/is/ratio_min"] < 1.0 < r["train/is/ratio_max"] for r in rows)
+
+
+def test_sampling_copy_follows_the_policy(tiny_model_dir: Path) -> None:
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from train.trainer import _copy_weights, _sampling_copy
+
+    cfg = load_config(
+        ROOT / "configs/train/tiny_test.yaml",
+        [f"model.name_or_path={tiny_model_dir}", "rollout.inference_dtype=bfloat16"],
+    )
+    accelerator = Accelerator(cpu=True, mixed_precision="bf16")
+    policy = accelerator.prepare(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    sampler = _sampling_copy(cfg, accelerator, policy)
+    assert sampler is not None and "forward" not in sampler.__dict__  # the copy runs without autocast
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in sampler.parameters())
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.5)
+
+    def in_step() -> bool:
+        pairs = zip(sampler.parameters(), policy.parameters(), strict=True)
+        return all(torch.equal(s, p.bfloat16()) for s, p in pairs)
+
+    assert not in_step()
+    _copy_weights(policy, sampler)
+    assert in_step()
+    none = load_config(ROOT / "configs/train/tiny_test.yaml", [f"model.name_or_path={tiny_model_dir}"])
+    assert _sampling_copy(none, accelerator, policy) is None
