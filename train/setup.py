@@ -105,14 +105,16 @@ async def evaluate(
     return summary.as_dict()
 
 
-async def sync_weights(cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any, backend: Any) -> None:
-    """Push the policy's weights to the vLLM servers (gathered first under ZeRO-3); optionally check that
-    the servers' greedy tokens equal the trainer's."""
+async def sync_weights(
+    cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any, backend: Any, step: int
+) -> None:
+    """Push the policy's weights to the vLLM servers (gathered first under ZeRO-3), labelled ``step-N``
+    (the servers' ``/weight_info``); optionally check that the servers' greedy tokens equal the trainer's."""
     from envs.weight_sync import push_weights
 
     state_dict = accelerator.get_state_dict(model)  # full weights on the main process, whatever the sharding
     if accelerator.is_main_process:
-        await push_weights(cfg.rollout.vllm_urls, state_dict)
+        await push_weights(cfg.rollout.vllm_urls, state_dict, weight_version=f"step-{step}")
         if cfg.rollout.check_sync:
             await check_sync(accelerator.unwrap_model(model), tokenizer, backend)
     accelerator.wait_for_everyone()

@@ -130,7 +130,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     )
     loop = _Loop()
     if start_step > 0 and cfg.rollout.backend == "vllm":
-        loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend)).result()
+        loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend, start_step)).result()
     if sampler is not None:
         compute(_copy_weights, policy, sampler)
 
@@ -184,7 +184,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         if cfg.rollout.backend == "vllm":
-            loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend)).result()
+            loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend, step + 1)).result()
         elif sampler is not None:
             with backend.lock:
                 compute(_copy_weights, policy, sampler)

@@ -74,6 +74,8 @@ class LocalBackend:
         """Its tokenizer (for decoding text and the end-of-sequence ids)."""
         self.max_batch_rows = max_batch_rows
         """Most sequences generated together in one ``generate`` call."""
+        self.share_prefill = True
+        """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
         self.lock = threading.Lock()
         """Held while generating; the trainer holds it while it updates the weights."""
         self._owns_executor = executor is None
@@ -158,6 +160,7 @@ class LocalBackend:
             input_ids[i, width - len(ids) :] = torch.tensor(ids)
             attention_mask[i, width - len(ids) :] = 1
         device = next(self.model.parameters()).device
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         recorder = _LogprobRecorder(params.temperature)
         stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
         sampling: dict[str, Any] = {"do_sample": False}
@@ -169,11 +172,13 @@ class LocalBackend:
                 "top_k": 0,
             }
         with self.lock, torch.inference_mode():
+            cache = self._shared_prefill(rows, input_ids, attention_mask) if self.share_prefill else None
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             out = self.model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=attention_mask.to(device),
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                cache=cache,
                 max_new_tokens=params.max_tokens,
                 min_new_tokens=params.min_tokens or None,
                 eos_token_id=stop_ids,
@@ -192,6 +197,27 @@ class LocalBackend:
             results.append(samples[start : start + request.params.n])
             start += request.params.n
         return results
+
+    def _shared_prefill(self, rows: list[list[int]], input_ids: Any, attention_mask: Any) -> Any:
+        """The KV cache of every row's prompt but its last token, each distinct prompt computed once.
+
+        The G rollouts of a group start from one prompt; on a CPU the prefill of long multi-turn prompts
+        costs more than the decoding, so it runs once per distinct prompt and the cache is copied to the
+        rows that share it. None when no prompt repeats (``generate`` then prefills as usual)."""
+        import torch
+
+        first_row: dict[tuple[int, ...], int] = {}
+        source = [first_row.setdefault(tuple(ids), i) for i, ids in enumerate(rows)]
+        if len(first_row) == len(rows) or input_ids.shape[1] < 2:
+            return None
+        distinct = sorted(first_row.values())
+        ids_UW, mask_UW = input_ids[distinct, :-1], attention_mask[distinct, :-1]
+        position_ids = (mask_UW.cumsum(-1) - 1).masked_fill(mask_UW == 0, 0)  # as generate() numbers them
+        out = self.model(input_ids=ids_UW, attention_mask=mask_UW, position_ids=position_ids, use_cache=True)
+        cache = out.past_key_values
+        slot = {row: u for u, row in enumerate(distinct)}
+        cache.reorder_cache(torch.tensor([slot[r] for r in source], device=input_ids.device))
+        return cache
 
     def _sample(self, ids: list[int], logprobs: list[float], stop_ids: list[int]) -> Sample:
         end = next((i for i, t in enumerate(ids) if t in stop_ids), None)

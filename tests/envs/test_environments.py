@@ -58,6 +58,37 @@ async def test_local_logprobs_equal_a_teacher_forced_forward_pass(local: LocalBa
                 assert len(s.completion_ids) == 12
 
 
+async def test_shared_prefill_runs_once_per_distinct_prompt_and_changes_nothing(
+    local: LocalBackend, monkeypatch
+) -> None:
+    prompts = [
+        chat_ids(local.tokenizer, QUESTION),
+        chat_ids(local.tokenizer, [{"role": "user", "content": "Hi"}]),
+    ]
+    params = SamplingParams(n=3, temperature=0.0, max_tokens=10)
+    prefilled: list[int] = []
+    original = local._shared_prefill
+
+    def spy(rows: Any, input_ids: Any, attention_mask: Any) -> Any:
+        cache = original(rows, input_ids, attention_mask)
+        prefilled.append(0 if cache is None else len(rows))
+        return cache
+
+    monkeypatch.setattr(local, "_shared_prefill", spy)
+    shared = await asyncio.gather(*(local.generate(p, params) for p in prompts))
+    local.share_prefill = False
+    try:
+        plain = await asyncio.gather(*(local.generate(p, params) for p in prompts))
+    finally:
+        local.share_prefill = True
+    assert prefilled == [6]  # one batch of 6 rows from 2 distinct prompts went through the shared cache
+    for a, b in zip(itertools.chain(*shared), itertools.chain(*plain), strict=True):
+        assert a.completion_ids == b.completion_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    unique = [await local.generate(p, SamplingParams(n=1, temperature=0.0, max_tokens=4)) for p in prompts]
+    assert prefilled[1:] == [0, 0] and all(len(u) == 1 for u in unique)  # nothing shared: plain prefill
+
+
 async def test_local_greedy_is_deterministic_and_batches_concurrent_calls(
     local: LocalBackend, monkeypatch
 ) -> None:

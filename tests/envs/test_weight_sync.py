@@ -96,13 +96,6 @@ async def test_unreachable_server_raises_weight_sync_error(tmp_path: Path) -> No
 # ---------------------------------------------------------------- a real server
 
 
-@pytest.fixture
-def restore_weights(rl_vllm_server: VllmServer, tiny_model_dir: Path) -> Any:
-    """Put the tiny model's own weights back after the test (the server is shared by the session)."""
-    yield rl_vllm_server
-    asyncio.run(push_weights(rl_vllm_server.base_url, tiny_model_dir / "model.safetensors", timeout_s=60))
-
-
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_pushed_weights_give_transformers_greedy_tokens(

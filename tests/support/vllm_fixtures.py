@@ -1,4 +1,6 @@
-"""Session fixtures: the tiny random model (``tiny_model_dir``) and a real vLLM server on it (``vllm_server``).
+"""Session fixtures: the tiny random model (``tiny_model_dir``) and real vLLM servers on it: ``vllm_server``
+(plain) and ``rl_vllm_server`` (started for RL: weight reload, processed logprobs); ``restore_weights`` puts
+the tiny model's own weights back on the RL server after a test that pushed others.
 
 Enable them from ``tests/conftest.py`` with ``pytest_plugins = ["tests.support.vllm_fixtures"]``.
 
@@ -74,3 +76,29 @@ def vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         log_path=log,
     ) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def rl_vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The tiny model served for RL: dev-mode control routes, the weight-reload worker extension and
+    ``--logprobs-mode processed_logprobs``. Tests that change its weights use ``restore_weights``."""
+    python = vllm_python_or_skip()
+    from envs.serve import rl_server
+
+    log = tmp_path_factory.mktemp("rl-vllm-server") / "server.log"
+    server = rl_server(
+        tiny_model_dir, port=None, max_model_len=TEST_MAX_MODEL_LEN, python=python, log_path=log
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture
+def restore_weights(rl_vllm_server: VllmServer, tiny_model_dir: Path) -> Iterator[VllmServer]:
+    """``rl_vllm_server``, given the tiny model's own weights back after the test (it is shared)."""
+    import asyncio
+
+    from envs.weight_sync import push_weights
+
+    yield rl_vllm_server
+    asyncio.run(push_weights(rl_vllm_server.base_url, tiny_model_dir / "model.safetensors", timeout_s=60))
