@@ -203,3 +203,84 @@ def _plot_reward(ax: Any, rows: list[dict[str, Any]]) -> None:
             label="± std",
         )
     ax.legend(fontsize="x-small")
+
+
+def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
+    """``report.md`` of a run: the held-out evaluation before and after training side by side, and sample
+    replies before and after on the same scenarios.
+
+    Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). The
+    change in mean reward is given with the 95% interval of a difference of two independent means,
+    ``1.96 * sqrt(se_before^2 + se_after^2)`` (each ``se`` from its own ``reward_ci95 / 1.96``). Diversity
+    and repetition are those of ``diversity_metrics`` over every held-out reply. Returns the file's path.
+
+    Raises:
+        FileNotFoundError: an evaluation folder is missing (a run resumed after its last step has none new).
+    """
+    run_dir = Path(run_dir)
+    evals = {when: _read_eval(run_dir / f"eval_{when}") for when in ("before", "after")}
+    (before, before_rows), (after, after_rows) = evals["before"], evals["after"]
+    change = after["reward_mean"] - before["reward_mean"]
+    change_ci = 1.96 * math.hypot(before["reward_ci95"] / 1.96, after["reward_ci95"] / 1.96)
+    verdict = "rose by more than" if change > change_ci else "did not rise by more than"
+    diversity = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
+    lines = [
+        f"# Run report: {run_dir.name}",
+        "",
+        f"Held-out mean reward {verdict} its 95% interval: {before['reward_mean']:.3f} ± "
+        f"{before['reward_ci95']:.3f} before, {after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} after, "
+        f"change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} scenarios).",
+        "",
+        "| held-out | before | after |",
+        "|---|---|---|",
+        f"| reward mean ± 95% CI | {before['reward_mean']:.3f} ± {before['reward_ci95']:.3f} | "
+        f"{after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} |",
+    ]
+    for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
+        lines.append(f"| {key} | {diversity['before'][key]:.3f} | {diversity['after'][key]:.3f} |")
+    lines.append(f"| completion tokens | {before['completion_tokens']} | {after['completion_tokens']} |")
+    for name in sorted(set(before.get("pass_rates", {})) | set(after.get("pass_rates", {}))):
+        cells = []
+        for summary in (before, after):
+            rate = summary.get("pass_rates", {}).get(name)
+            cells.append(f"{rate['passed']}/{rate['judged']}" if rate else "-")
+        lines.append(f"| requirement {name} passed | {cells[0]} | {cells[1]} |")
+    lines += ["", "![curves](report.png)", "", "## Sample replies, before and after", ""]
+    after_by_prompt = {_prompt_key(r): r for r in reversed(after_rows)}  # the first rollout of each scenario
+    shown: set[str] = set()
+    for row in before_rows:
+        key = _prompt_key(row)
+        if key in shown or key not in after_by_prompt or len(shown) == samples:
+            continue
+        shown.add(key)
+        lines += [f"### {_quote(key, 300)}", ""]
+        for when, sample in (("before", row), ("after", after_by_prompt[key])):
+            lines.append(f"**{when}** (reward {sample.get('reward', math.nan):.3f}):")
+            lines += ["", *(f"> {text}" for text in _quote(_replies(sample), 1200).splitlines()), ""]
+    out = run_dir / "report.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _read_eval(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    rows = [json.loads(x) for x in (folder / "rollouts.jsonl").read_text(encoding="utf-8").splitlines() if x]
+    return summary, rows
+
+
+def _replies(row: dict[str, Any]) -> str:
+    """The model's replies of one rollout, joined by blank lines."""
+    return "\n\n".join(
+        m.get("content", "") for m in row.get("completion", []) if m.get("role") == "assistant"
+    )
+
+
+def _prompt_key(row: dict[str, Any]) -> str:
+    """The scenario a rollout played: its last prompt message."""
+    prompt = row.get("prompt", "")
+    return str(prompt[-1].get("content", "")) if isinstance(prompt, list) and prompt else str(prompt)
+
+
+def _quote(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."

@@ -102,6 +102,7 @@ async def evaluate(
         env, backend, examples, cfg.logging.eval_group_size, out_dir / "rollouts.jsonl", progress=False
     )
     plot_summary(summary, states, out_dir / "eval.png")
+    (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str))
     return summary.as_dict()
 
 

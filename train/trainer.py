@@ -53,7 +53,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.checkpoint import load_latest, save_checkpoint
     from train.distributed import make_accelerator
     from train.metrics_log import RunLogger
-    from train.report import write_report
+    from train.report import write_report, write_summary
     from train.rollout_metrics import rollout_metrics, sample_rows
     from train.setup import build_env, evaluate, sync_weights
     from train.step import train_step
@@ -225,6 +225,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     logger.finish()
     if accelerator.is_main_process:
         write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
+        if after is not None and (run_dir / "eval_before" / "summary.json").is_file():
+            print(f"report: {write_summary(run_dir)}", flush=True)
     return {"run_dir": str(run_dir), "before": before, "after": after}
 
 

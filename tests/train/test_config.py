@@ -24,6 +24,8 @@ def test_main_job_config_is_the_cpu_first_responder_run() -> None:
     cfg = load_config(ROOT / "configs/train/first_responder_cpu.yaml")
     assert cfg.model.name_or_path == "smollm2" and cfg.rollout.backend == "local"
     assert cfg.env.judge == "rules" and cfg.env.rubric.endswith("first_responder.yaml")
+    readme = (ROOT / "README.md").read_text()
+    assert ".venv/bin/python -m train configs/train/first_responder_cpu.yaml" in readme
 
 
 def test_dotted_overrides() -> None:
