@@ -7,6 +7,7 @@ from rubrics.binding import RewardFuncBindingError
 from rubrics.group import RubricGroup
 from rubrics.math_rubric import MathRubric
 from rubrics.parsers import Parser, ThinkParser, XMLParser
+from rubrics.process_pool import cpu_bound
 from rubrics.rubric import Rubric
 from rubrics.types import GroupRewardFunc, IndividualRewardFunc, Messages, RewardFunc, State
 
@@ -25,4 +26,5 @@ __all__ = [
     "State",
     "ThinkParser",
     "XMLParser",
+    "cpu_bound",
 ]

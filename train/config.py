@@ -51,6 +51,10 @@ class EnvConfig(Section):
     """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``)."""
     judge: str | None = None
     """Override the rubric's default judge (``rules`` offline, ``llm`` with a judge server)."""
+    judge_base_url: str | None = None
+    """Override the endpoint of the judge in use (an LLM judge), e.g. ``http://judge-host:8001/v1``."""
+    judge_model: str | None = None
+    """Override the model name the judge in use (an LLM judge) sends."""
     eval_fraction: float = Field(0.25, ge=0.0, lt=1.0)
     """Share of scenarios held out for evaluation."""
     split_seed: int = 0

@@ -67,6 +67,7 @@ def _multistep(
                 f"env.judge: {cfg.env.judge!r} is not one of the rubric's judges ({', '.join(rubric.judges)})"
             )
         rubric.default_judge = cfg.env.judge
+    _override_judge_endpoint(cfg, rubric)
     scenarios = load_scenarios(cfg.env.scenarios, rubric)
     train, held = (
         split(scenarios, cfg.env.eval_fraction, cfg.env.split_seed)
@@ -83,6 +84,20 @@ def _multistep(
         max_total_tokens=cfg.env.max_total_tokens,
     )
     return env, [scenario_example(s) for s in train], [scenario_example(s) for s in held]
+
+
+def _override_judge_endpoint(cfg: TrainConfig, rubric: Any) -> None:
+    """Point the rubric's judge in use at ``env.judge_base_url`` / ``env.judge_model`` when they are set."""
+    from rubrics.multistep.judging import LLMRequirementJudge
+
+    if cfg.env.judge_base_url is None and cfg.env.judge_model is None:
+        return
+    judge = rubric.judges[rubric.default_judge]
+    if not isinstance(judge, LLMRequirementJudge):
+        field = "env.judge_base_url" if cfg.env.judge_base_url is not None else "env.judge_model"
+        raise ValueError(f"{field}: the judge in use, {rubric.default_judge!r}, is not an LLM judge")
+    judge.base_url = cfg.env.judge_base_url or judge.base_url
+    judge.model = cfg.env.judge_model or judge.model
 
 
 async def evaluate(
