@@ -66,3 +66,10 @@ def is_deepspeed(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
     return bool(accelerator.distributed_type == DistributedType.DEEPSPEED)
+
+
+def zero_stage(accelerator: Any) -> int | None:
+    """The DeepSpeed ZeRO stage of this run, or None without DeepSpeed."""
+    if not is_deepspeed(accelerator):
+        return None
+    return int(accelerator.state.deepspeed_plugin.zero_stage)

@@ -51,6 +51,15 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
     out["length/completion_tokens_mean"] = sum(lengths) / max(1, len(lengths))
     out["length/truncated_fraction"] = sum(bool(s.get("is_truncated")) for s in states) / max(1, len(states))
     out["turns/mean"] = sum(int(s.get("turn", 0)) for s in states) / max(1, len(states))
+    # per-rollout time in the backend and in the rubric (rollouts overlap: these are not shares of the step)
+    pairs = (
+        ("generation_ms", "rollout_generate_s"),
+        ("scoring_ms", "rollout_score_s"),
+        ("judge_ms", "rollout_judge_s"),
+    )
+    for key, name in pairs:
+        spent = [float((s.get("timing") or {}).get(key, 0.0)) / 1000.0 for s in states]
+        out[f"time/{name}"] = sum(spent) / max(1, len(spent))
     stops = Counter(str(s.get("stop_reason") or "none") for s in states)
     for reason, count in stops.items():
         out[f"stop/{reason}"] = count / len(states)

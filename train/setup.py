@@ -125,29 +125,37 @@ async def sync_weights(
     cfg: TrainConfig, accelerator: Any, model: Any, tokenizer: Any, backend: Any, step: int
 ) -> None:
     """Push the policy's weights to the vLLM servers (gathered first under ZeRO-3), labelled ``step-N``
-    (the servers' ``/weight_info``); optionally check that the servers' greedy tokens equal the trainer's."""
+    (the servers' ``/weight_info``); optionally check that the servers' greedy tokens equal the trainer's.
+    Every process calls it: gathering and the check's forward pass are collective under ZeRO-3."""
     from envs.weight_sync import push_weights
 
     state_dict = accelerator.get_state_dict(model)  # full weights on the main process, whatever the sharding
     if accelerator.is_main_process:
         await push_weights(cfg.rollout.vllm_urls, state_dict, weight_version=f"step-{step}")
-        if cfg.rollout.check_sync:
-            await check_sync(accelerator.unwrap_model(model), tokenizer, backend)
     accelerator.wait_for_everyone()
+    if cfg.rollout.check_sync:
+        await check_sync(accelerator.unwrap_model(model), tokenizer, backend, accelerator.is_main_process)
 
 
-async def check_sync(policy: Any, tokenizer: Any, backend: InferenceBackend, tokens: int = 8) -> None:
-    """Raise if the server's greedy continuation of a fixed prompt differs from the trainer's."""
+async def check_sync(
+    policy: Any, tokenizer: Any, backend: InferenceBackend, ask_server: bool = True, tokens: int = 8
+) -> None:
+    """Raise if the server's greedy continuation of a fixed prompt differs from the trainer's.
+
+    The trainer's side runs on every process (under ZeRO-3 each forward pass gathers the sharded
+    parameters collectively); only the process with ``ask_server`` queries the server and compares."""
     import torch
 
     from envs.chat import chat_ids
 
     prompt = chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
-    (served,) = await backend.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=tokens))
+    ids = torch.tensor([prompt], device=next(policy.parameters()).device)
     with torch.no_grad():
-        out = policy.generate(
-            torch.tensor([prompt], device=policy.device), max_new_tokens=tokens, do_sample=False
-        )
-    local = out[0, len(prompt) :].tolist()
+        local = policy.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, do_sample=False
+        )[0, len(prompt) :].tolist()
+    if not ask_server:
+        return
+    (served,) = await backend.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=tokens))
     if served.completion_ids != local[: len(served.completion_ids)]:
         raise RuntimeError(f"weight sync check failed: server {served.completion_ids} != trainer {local}")

@@ -94,7 +94,7 @@ def train_step(
             )
         ref_logprobs_BT = None
         if ref_model is not None:
-            with torch.no_grad():
+            with torch.no_grad(), accelerator.autocast():  # the policy's precision
                 ref_logits = ref_model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_mask_BT).logits
                 ref_logprobs_BT = token_logprobs(ref_logits, mb.input_ids_BT, cfg.rollout.temperature)
         loss, stats = policy_loss(

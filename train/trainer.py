@@ -51,7 +51,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from envs.models import resolve_model
     from train.batching import states_to_batch
     from train.checkpoint import load_latest, save_checkpoint
-    from train.distributed import make_accelerator
+    from train.distributed import make_accelerator, zero_stage
     from train.metrics_log import RunLogger
     from train.report import write_report, write_summary
     from train.rollout_metrics import rollout_metrics, sample_rows
@@ -60,6 +60,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     # -- 1. processes, model, optimiser -------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
+    if cfg.rollout.backend == "local" and zero_stage(accelerator) == 3:
+        raise ValueError(
+            "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard of "
+            "the weights); use backend 'vllm', or ZeRO-2"
+        )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
     model_dir = resolve_model(cfg.model.name_or_path)
@@ -236,14 +241,8 @@ def _sampling_copy(cfg: TrainConfig, accelerator: Any, policy: Any) -> Any:
 
     import torch
 
-    from train.distributed import is_deepspeed
-
     if cfg.rollout.backend != "local" or cfg.rollout.inference_dtype in (None, cfg.model.dtype):
         return None
-    if is_deepspeed(accelerator) and accelerator.state.deepspeed_plugin.zero_stage == 3:
-        raise ValueError(
-            "rollout.inference_dtype: not available under ZeRO-3 (the policy is sharded); unset it"
-        )
     sampler = copy.deepcopy(policy).to(getattr(torch, cfg.rollout.inference_dtype))
     for wrapper in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs plain
         sampler.__dict__.pop(wrapper, None)

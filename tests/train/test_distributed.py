@@ -1,4 +1,5 @@
-"""Real ``accelerate launch`` runs of the trainer with two CPU processes: DeepSpeed ZeRO-2 over gloo, and DDP.
+"""Real ``accelerate launch`` runs of the trainer with two CPU processes: DeepSpeed ZeRO-2 over gloo, DDP, and
+ZeRO-3 with rollouts from a real vLLM server (weights gathered from the shards and pushed after every step).
 
 Each run trains the tiny model for two steps on the toy task and must finish with both steps logged, a
 finite loss, a final checkpoint and weights that moved. The first ZeRO-2 run on a machine JIT-compiles
@@ -31,7 +32,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(accelerate_config: str, model_dir: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def _launch(
+    accelerate_config: str, model_dir: Path, out: Path, *overrides: str
+) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -45,6 +48,7 @@ def _launch(accelerate_config: str, model_dir: Path, out: Path) -> subprocess.Co
         "configs/train/tiny_test.yaml",
         f"model.name_or_path={model_dir}",
         f"logging.output_dir={out}",
+        *overrides,
     ]
     env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # each run gets its own wandb service
     env.update(WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -105,3 +109,27 @@ def test_two_steps_ddp_with_two_cpu_processes(tiny_model_dir: Path, tmp_path: Pa
         "random_states_1.pkl",
     ]
     assert (final / "optimizer.bin").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_steps_under_zero3_with_a_vllm_server(
+    restore_weights, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("deepspeed")
+    import httpx
+
+    server = restore_weights
+    out = tmp_path / "zero3"
+    overrides = ("rollout.backend=vllm", f"rollout.vllm_urls=[{server.base_url}]", "rollout.check_sync=true")
+    proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, out, *overrides)
+    steps = _check_run(proc, tiny_model_dir, out)  # check_sync raised in the run if the server lagged
+    assert all(r["time/sync_s"] > 0 for r in steps)
+    assert httpx.get(f"{server.base_url}/weight_info", timeout=10).json()["weight_version"] == "step-2"
+
+
+def test_local_backend_is_refused_under_zero3(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("deepspeed")
+    proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, tmp_path / "refused")
+    assert proc.returncode != 0
+    assert "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3" in proc.stderr

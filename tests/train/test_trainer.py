@@ -49,6 +49,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         assert r["req/scene_safety"] == 0.0 and r["stop/incorrect"] == 1.0
         for key in ("diversity/distinct_fraction", "diversity/repetition_rate", "time/train_s", "turns/mean"):
             assert key in r
+        assert r["time/rollout_generate_s"] > 0 and r["time/rollout_judge_s"] > 0
     assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
     assert (run / "report.png").stat().st_size > 10_000
     assert (run / "eval_before" / "rollouts.jsonl").is_file() and (run / "eval_after" / "eval.png").is_file()
