@@ -212,7 +212,9 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). The
     change in mean reward is given with the 95% interval of a difference of two independent means,
     ``1.96 * sqrt(se_before^2 + se_after^2)`` (each ``se`` from its own ``reward_ci95 / 1.96``). Diversity
-    and repetition are those of ``diversity_metrics`` over every held-out reply. Returns the file's path.
+    and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
+    over each rollout's replies joined (a reply that restates the previous one counts there). Returns the
+    file's path.
 
     Raises:
         FileNotFoundError: an evaluation folder is missing (a run resumed after its last step has none new).
@@ -223,7 +225,9 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     change = after["reward_mean"] - before["reward_mean"]
     change_ci = 1.96 * math.hypot(before["reward_ci95"] / 1.96, after["reward_ci95"] / 1.96)
     verdict = "rose by more than" if change > change_ci else "did not rise by more than"
-    diversity = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
+    replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
+    diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
+    whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
     lines = [
         f"# Run report: {run_dir.name}",
         "",
@@ -236,8 +240,16 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         f"| reward mean ± 95% CI | {before['reward_mean']:.3f} ± {before['reward_ci95']:.3f} | "
         f"{after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} |",
     ]
+    lines.append(f"| replies | {len(replies['before'])} | {len(replies['after'])} |")
     for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
-        lines.append(f"| {key} | {diversity['before'][key]:.3f} | {diversity['after'][key]:.3f} |")
+        lines.append(
+            f"| {key} (per reply) | {diversity['before'][key]:.3f} | {diversity['after'][key]:.3f} |"
+        )
+    # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
+    lines.append(
+        f"| repetition_rate (whole rollout) | {whole['before']['repetition_rate']:.3f} | "
+        f"{whole['after']['repetition_rate']:.3f} |"
+    )
     lines.append(f"| completion tokens | {before['completion_tokens']} | {after['completion_tokens']} |")
     for name in sorted(set(before.get("pass_rates", {})) | set(after.get("pass_rates", {}))):
         cells = []
@@ -268,11 +280,14 @@ def _read_eval(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return summary, rows
 
 
+def _reply_list(row: dict[str, Any]) -> list[str]:
+    """The model's replies of one rollout."""
+    return [m.get("content", "") for m in row.get("completion", []) if m.get("role") == "assistant"]
+
+
 def _replies(row: dict[str, Any]) -> str:
     """The model's replies of one rollout, joined by blank lines."""
-    return "\n\n".join(
-        m.get("content", "") for m in row.get("completion", []) if m.get("role") == "assistant"
-    )
+    return "\n\n".join(_reply_list(row))
 
 
 def _prompt_key(row: dict[str, Any]) -> str:

@@ -57,7 +57,10 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
     assert samples and "[assistant]" in samples[0]["conversation"]
     report = (run / "report.md").read_text()
     assert "Held-out mean reward did not rise" in report  # two steps of a random model learn nothing
-    assert "| repetition_rate |" in report and "| requirement scene_safety passed | 0/3 | 0/3 |" in report
+    assert (
+        "| repetition_rate (per reply) |" in report
+        and "| requirement scene_safety passed | 0/3 | 0/3 |" in report
+    )
     assert report.count("**before**") == report.count("**after**") == 3  # one sample per held-out scenario
 
 
