@@ -9,33 +9,28 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from tests.train.runs import metrics, run_config
 from train.config import load_config
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.slow
 def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
-    cfg = load_config(
-        ROOT / "configs/train/first_responder_cpu.yaml",
-        [
-            f"model.name_or_path={tiny_model_dir}",
-            f"logging.output_dir={tmp_path / 'run'}",
-            "max_steps=2",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=2",
-            "rollout.max_tokens=8",
-            "optim.micro_batch_size=2",
-            "logging.eval_group_size=1",
-            "logging.progress=false",
-            "logging.sample_every=1",
-        ],
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=2",
+        "rollout.max_tokens=8",
+        "optim.micro_batch_size=2",
+        "logging.eval_group_size=1",
+        "logging.progress=false",
+        "logging.sample_every=1",
     )
     result = train(cfg)
     run = tmp_path / "run"
@@ -67,15 +62,13 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
 @pytest.mark.slow
 def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
-    cfg = load_config(
-        ROOT / "configs/train/tiny_test.yaml",
-        [
-            f"model.name_or_path={tiny_model_dir}",
-            f"logging.output_dir={tmp_path / 'run'}",
-            "max_steps=3",
-            "rollout.max_off_policy_steps=1",
-            "env.eval_fraction=0",
-        ],
+    cfg = run_config(
+        "tiny_test.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=3",
+        "rollout.max_off_policy_steps=1",
+        "env.eval_fraction=0",
     )
     train(cfg)
     rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
@@ -86,16 +79,14 @@ def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_pat
 @pytest.mark.slow
 def test_bf16_sampling_copy_and_autocast_train(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
-    cfg = load_config(
-        ROOT / "configs/train/tiny_test.yaml",
-        [
-            f"model.name_or_path={tiny_model_dir}",
-            f"logging.output_dir={tmp_path / 'run'}",
-            "max_steps=2",
-            "env.eval_fraction=0",
-            "rollout.inference_dtype=bfloat16",
-            "model.mixed_precision=bf16",
-        ],
+    cfg = run_config(
+        "tiny_test.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "env.eval_fraction=0",
+        "rollout.inference_dtype=bfloat16",
+        "model.mixed_precision=bf16",
     )
     train(cfg)
     rows = [r for r in metrics(tmp_path / "run") if "train/loss_tokens" in r]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ pytest.importorskip("transformers")
 from envs.backends.base import SamplingParams
 from envs.backends.vllm import VllmBackend
 from envs.vllm_server import VllmServer
-from train.config import load_config
+from tests.train.runs import metrics, run_config
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,20 +29,18 @@ def test_training_through_vllm_pushes_every_step(
 
     server = restore_weights
     monkeypatch.chdir(ROOT)
-    cfg = load_config(
-        ROOT / "configs/train/tiny_test.yaml",
-        [
-            f"model.name_or_path={tiny_model_dir}",
-            f"logging.output_dir={tmp_path / 'run'}",
-            "max_steps=2",
-            "env.eval_fraction=0",
-            "rollout.backend=vllm",
-            f"rollout.vllm_urls=[{server.base_url}]",
-            "rollout.check_sync=true",  # after each push the trainer compares greedy tokens, raising if apart
-        ],
+    cfg = run_config(
+        "tiny_test.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "env.eval_fraction=0",
+        "rollout.backend=vllm",
+        f"rollout.vllm_urls=[{server.base_url}]",
+        "rollout.check_sync=true",  # after each push the trainer compares greedy tokens, raising if apart
     )
     train(cfg)
-    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    rows = metrics(tmp_path / "run")
     steps = [r for r in rows if "time/sync_s" in r]
     assert len(steps) == 2 and all(r["time/sync_s"] > 0 and r["train/loss_tokens"] > 0 for r in steps)
     # the rollouts' logprobs came from the server and agree with the trainer's (float32 on both sides)

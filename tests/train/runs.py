@@ -1,0 +1,24 @@
+"""Helpers of the trainer tests: a run config on the tiny model, and a run's metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from train.config import TrainConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_config(config: str, model_dir: Path, run_dir: Path, *overrides: str) -> TrainConfig:
+    """``configs/train/<config>`` with the tiny model, output to ``run_dir``, then ``overrides``."""
+    return load_config(
+        ROOT / "configs/train" / config,
+        [f"model.name_or_path={model_dir}", f"logging.output_dir={run_dir}", *overrides],
+    )
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Every line of the run's ``metrics.jsonl``."""
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
