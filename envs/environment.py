@@ -3,8 +3,10 @@
 ``Environment`` holds the dataset, the rubric, the system prompt, the sampling settings, the turn limit
 and a per-rollout token budget. ``SingleTurnEnv`` samples a whole group in one request; ``MultiTurnEnv``
 alternates model replies and environment messages (``env_response``) until ``is_completed`` says so, the
-turn limit or the token budget. Every rollout state carries the trajectory of DESIGN.md section 3 (the
-exact ids the engine consumed and produced, logprobs) and timing per phase.
+turn limit or the token budget; subclasses fill in its hooks (``setup_state``, ``is_completed``,
+``env_response``, ``finish_rollout``) and never rewrite its loop. Every rollout state carries the
+trajectory of DESIGN.md section 3 (the exact ids the engine consumed and produced, logprobs), timing per
+phase and a ``StopReason`` value.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
 from envs.sequence import build_sequence
 from rubrics.rubric import Rubric
-from rubrics.types import Messages, State, TrajectoryStep
+from rubrics.types import Messages, State, StopReason, TrajectoryStep
 
 
 def completion_messages(state: State) -> list[dict[str, Any]]:
@@ -101,7 +103,8 @@ class Environment:
         state["is_truncated"] = sample.finish_reason == "length"
 
     def finish_rollout(self, state: State) -> State:
-        """Attach the flattened training sequence (ids, loss mask on model tokens, logprobs)."""
+        """Attach the flattened training sequence (ids, loss mask on model tokens, logprobs). Called once a
+        rollout that ran has stopped (its ``stop_reason`` set); subclasses extend it to tear down."""
         if state.get("trajectory"):
             seq = build_sequence(state["trajectory"])
             state["sequence"] = {"ids": seq.ids, "loss_mask": seq.loss_mask, "logprobs": seq.logprobs}
@@ -143,21 +146,33 @@ class SingleTurnEnv(Environment):
         for state, sample in zip(states, samples, strict=True):
             self.record_turn(state, prompt_ids, sample, messages)
             state["timing"]["generation_ms"] = elapsed
-            state["stop_reason"] = "max_tokens" if sample.finish_reason == "length" else "completed"
+            reason = StopReason.MAX_TOKENS if sample.finish_reason == "length" else StopReason.COMPLETED
+            state["stop_reason"] = reason.value
             self.finish_rollout(state)
         return states
 
 
 class MultiTurnEnv(Environment):
     """Model replies alternate with environment messages until ``is_completed``, ``max_turns`` or the
-    token budget. Subclasses implement ``env_response`` (and may override ``is_completed``)."""
+    token budget. Subclasses implement ``env_response`` and may override ``is_completed``,
+    ``setup_state`` (per-rollout setup) and ``finish_rollout`` (per-rollout teardown).
+
+    After each reply the loop asks, in order: ``is_completed`` (stop with its reason), ``max_turns``
+    (stop: ``max_turns``), ``env_response`` (no messages: stop, ``completed``), the token budget (no room
+    for the messages and another reply: stop before them, ``token_budget``). A rollout therefore always
+    ends on a model reply. Each reply may use at most the tokens left in the budget."""
+
+    async def setup_state(self, state: State) -> None:
+        """Per-rollout setup, once the prompt fits the budget and before the first reply (default: none)."""
 
     async def env_response(self, messages: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
         """The environment's next messages (usually one user message) after the model's reply."""
         raise NotImplementedError
 
-    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool:
-        """Whether the rollout is finished after the latest reply."""
+    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
+        """Whether the rollout is finished after the latest reply (the last of ``messages``): False to go
+        on; a ``StopReason`` to stop with it; True to stop with ``state["stop_reason"]`` when the subclass
+        set one, else ``completed``."""
         return False
 
     async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
@@ -173,8 +188,9 @@ class MultiTurnEnv(Environment):
                 f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
             )
             return state
+        await self.setup_state(state)
         while True:
-            budget = self.max_total_tokens - len(prompt_ids)
+            budget = self.max_total_tokens - len(prompt_ids)  # >= 1: checked before the prompt grew
             start = time.perf_counter()
             (sample,) = await backend.generate(
                 prompt_ids, replace(self.sampling, n=1, max_tokens=min(self.sampling.max_tokens, budget))
@@ -182,15 +198,19 @@ class MultiTurnEnv(Environment):
             state["timing"]["generation_ms"] += (time.perf_counter() - start) * 1000.0
             self.record_turn(state, prompt_ids, sample, messages)
             messages = [*messages, {"role": "assistant", "content": sample.text}]
-            if await self.is_completed(messages, state):
-                state.setdefault("stop_reason", "completed")
+            completed = await self.is_completed(messages, state)
+            if completed:
+                if isinstance(completed, StopReason):
+                    state["stop_reason"] = completed.value
+                else:
+                    state.setdefault("stop_reason", StopReason.COMPLETED.value)
                 break
             if state["turn"] >= self.max_turns:
-                state["stop_reason"] = "max_turns"
+                state["stop_reason"] = StopReason.MAX_TURNS.value
                 break
             reply = await self.env_response(messages, state)
             if not reply:
-                state["stop_reason"] = "completed"
+                state["stop_reason"] = StopReason.COMPLETED.value
                 break
             new_messages = [*messages, *reply]
             new_ids = (
@@ -199,7 +219,7 @@ class MultiTurnEnv(Environment):
                 + next_turn_ids(self.tokenizer, prompt_ids, sample.completion_ids, new_messages)
             )
             if len(new_ids) >= self.max_total_tokens:  # no room for another reply: stop before the message
-                state["stop_reason"] = "token_budget"
+                state["stop_reason"] = StopReason.TOKEN_BUDGET.value
                 break
             completion_messages(state).extend(reply)
             prompt_ids, messages = new_ids, new_messages

@@ -7,26 +7,29 @@ unlocked by a requirement with ``revealed_info`` wait: the revealed text becomes
 they are judged on the model's next reply. A requirement judged incorrect closes its branch. No turn is
 spent without a model reply, no two assistant messages follow each other, and every reply is judged.
 
-A rollout stops when nothing is left to judge (``terminal``: every branch reached its end; ``incorrect``:
-some branch was closed), at ``max_turns`` or at the token budget (``token_budget``). The verdicts are left
-in ``state["multistep"]`` so the rubric computes the reward without judging anything twice.
+The walk (``rubrics.multistep.walk.Walk``) owns that routing and the stop reason; this environment
+is a plain ``MultiTurnEnv`` that asks it, after each reply, what to reveal (``env_response``) or whether
+it is done (``is_completed``). A rollout stops when nothing is left to judge (``terminal``: every branch
+reached its end; ``incorrect``: some branch was closed; ``missing_ground_truth``), at ``max_turns`` or at
+the token budget (``token_budget``). The verdicts and the stop reason are left in ``state["multistep"]``
+so the rubric computes the reward without judging anything twice; judging time adds up in
+``state["timing"]["judge_ms"]``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
-from envs.backends.base import InferenceBackend, SamplingParams
-from envs.chat import chat_ids, next_turn_ids
-from envs.environment import MultiTurnEnv, completion_messages
-from rubrics.multistep.evaluation import Walk
+from envs.backends.base import SamplingParams
+from envs.environment import MultiTurnEnv
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
+from rubrics.multistep.walk import Walk
 from rubrics.rubric import Rubric
-from rubrics.types import State
+from rubrics.types import State, StopReason
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are working through a real situation that unfolds over several turns. In each reply, say what you "
@@ -73,85 +76,58 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         self.multistep_rubric = multistep_rubric
         """Whose requirements are judged turn by turn."""
 
-    async def rollout(self, example: dict[str, Any], backend: InferenceBackend) -> State:
-        messages = self.initial_messages(example)
-        state = self.new_state(example, messages)
+    def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
+        """A fresh rollout state that also counts judging time (``timing["judge_ms"]``)."""
+        state = super().new_state(example, messages)
         state["timing"]["judge_ms"] = 0.0
-        reveals: dict[str, str] = example.get("info", {}).get("revealed_info", {})
-        walk = self.multistep_rubric.walk(example["answer"])
-        prompt_ids = chat_ids(self.tokenizer, messages)
-        if len(prompt_ids) >= self.max_total_tokens:
-            state["error"] = (
-                f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
-            )
-            return state
-        stop = ""
-        while not stop:
-            budget = self.max_total_tokens - len(prompt_ids)
-            if budget < 1:
-                stop = "token_budget"
-                break
-            start = time.perf_counter()
-            params = replace(self.sampling, n=1, max_tokens=min(self.sampling.max_tokens, budget))
-            (sample,) = await backend.generate(prompt_ids, params)
-            state["timing"]["generation_ms"] += (time.perf_counter() - start) * 1000.0
-            self.record_turn(state, prompt_ids, sample, messages)
-            reply = {"role": "assistant", "content": sample.text}
+        return state
 
-            start = time.perf_counter()
-            texts = await self._judge_reply(walk, reveals, messages, reply, state["turn"])
-            state["timing"]["judge_ms"] += (time.perf_counter() - start) * 1000.0
-            messages = [*messages, reply]
-            if walk.done:
-                stop = walk.stop_reason()
-            elif state["turn"] >= self.max_turns:
-                stop = "max_turns"
-            else:
-                reveal = {"role": "user", "content": "\n\n".join(texts)}
-                new_ids = (
-                    prompt_ids
-                    + sample.completion_ids
-                    + next_turn_ids(self.tokenizer, prompt_ids, sample.completion_ids, [*messages, reveal])
-                )
-                if len(new_ids) >= self.max_total_tokens:
-                    stop = "token_budget"
-                else:
-                    completion_messages(state).append(reveal)
-                    messages.append(reveal)
-                    prompt_ids = new_ids
-        state["stop_reason"] = stop
-        result = walk.result
-        result.stop_reason = stop
+    async def setup_state(self, state: State) -> None:
+        """A fresh walk over the scenario's ground truth (``answer``) and reveals (``info``)."""
+        reveals = state["info"].get("revealed_info", {})
+        _scratch(state)[_PROGRESS] = _Progress(self.multistep_rubric.walk(state["answer"], reveals))
+
+    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
+        """Judge the latest reply as far as it goes; done when the walk has nothing left to judge."""
+        progress = _progress(state)
+        start = time.perf_counter()
+        advance = await progress.walk.advance(messages[:-1], messages[-1:], state["turn"])
+        state["timing"]["judge_ms"] += (time.perf_counter() - start) * 1000.0
+        progress.reveals = advance.reveals
+        return advance.stop_reason or False
+
+    async def env_response(self, messages: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
+        """The texts the latest reply revealed, as one user message."""
+        return [{"role": "user", "content": "\n\n".join(_progress(state).reveals)}]
+
+    def finish_rollout(self, state: State) -> State:
+        """Leave the verdicts, with the rollout's stop reason, in ``state["multistep"]`` (plain data)."""
+        result = _scratch(state).pop(_PROGRESS).walk.result
+        result.stop_reason = StopReason(state["stop_reason"])
         state["multistep"] = result.to_dict()
-        return self.finish_rollout(state)
+        return super().finish_rollout(state)
 
-    async def _judge_reply(
-        self,
-        walk: Walk,
-        reveals: dict[str, str],
-        history: list[dict[str, Any]],
-        reply: dict[str, Any],
-        turn: int,
-    ) -> list[str]:
-        """Judge one reply as far as it goes; leaves the requirements that wait for a reveal in the walk's
-        frontier and returns the texts to reveal."""
-        graph = self.multistep_rubric.graph
-        waiting: list[str] = []
-        texts: list[str] = []
-        now = list(walk.frontier)
-        while now:
-            walk.frontier = now
-            new = await walk.judge_frontier(history, [reply], turn)
-            plain: set[str] = set()
-            for r in new:
-                if not r.correct:
-                    continue
-                unlocked = graph.requirements[r.name].route(r.truth)
-                if r.name in reveals and unlocked:
-                    texts.append(reveals[r.name])
-                else:
-                    plain.update(unlocked)
-            now = [n for n in walk.frontier if n in plain]
-            waiting += [n for n in walk.frontier if n not in plain and n not in waiting]
-        walk.frontier = waiting
-        return texts
+
+_PROGRESS = "_multistep_progress"
+"""State key of a running rollout's ``_Progress`` (removed by ``finish_rollout``)."""
+
+
+@dataclass
+class _Progress:
+    """Where one rollout's walk stands while it runs."""
+
+    walk: Walk
+    """The walk over the scenario, advanced once per model reply."""
+    reveals: list[str] = field(default_factory=list)
+    """Texts the latest reply revealed: the next user message."""
+
+
+def _scratch(state: State) -> dict[str, Any]:
+    """The state as a plain dict, for the private key ``State`` does not declare."""
+    return cast(dict[str, Any], state)
+
+
+def _progress(state: State) -> _Progress:
+    progress = _scratch(state)[_PROGRESS]
+    assert isinstance(progress, _Progress)
+    return progress

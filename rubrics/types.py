@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypedDict
 
 
@@ -71,7 +72,7 @@ class State(TypedDict, total=False):
     turn: int
     """Number of model turns taken."""
     stop_reason: str
-    """Why a multi-turn rollout ended (``completed``, ``terminal``, ``incorrect``, ``max_turns``, ...)."""
+    """Why the rollout ended: a ``StopReason`` value (``completed``, ``terminal``, ``max_turns``, ...)."""
     sequence: dict[str, list[Any]]
     """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``."""
     multistep: dict[str, Any]
@@ -90,6 +91,25 @@ class RewardWithMetrics:
     """Extra metric values by name."""
 
 
+@dataclass
+class ScoredGroup:
+    """The G scored rollouts of one example with their advantages: what travels from the orchestrator to
+    the training batch (built by ``train.orchestrator``, advantages from ``rubrics.advantages``)."""
+
+    states: list[State]
+    """[G] the scored rollouts, in the order the environment returned them."""
+    rewards_G: list[float]
+    """[G] each rollout's reward (NaN where it has none)."""
+    errored_G: list[bool]
+    """[G] left out of the baseline: ``state["error"]`` is set or the reward is not finite."""
+    advantages_G: list[float]
+    """[G] each rollout's advantage under the run's scaling; 0.0 for errored rollouts."""
+    zero_variance: bool
+    """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
+    kept: bool
+    """Trained on; False when dropped (no healthy rollout, or zero variance and such groups are dropped)."""
+
+
 IndividualRewardFunc = Callable[
     ..., float | RewardWithMetrics | Awaitable[float] | Awaitable[RewardWithMetrics]
 ]
@@ -101,6 +121,31 @@ GroupRewardFunc = Callable[..., list[float] | Awaitable[list[float]]]
 RewardFunc = IndividualRewardFunc | GroupRewardFunc
 """Either kind of reward function."""
 
+
+class StopReason(StrEnum):
+    """Why a rollout, or a walk over a multi-step rubric, ended.
+
+    A ``str`` enum: a member equals, formats as and JSON-encodes to its value, so comparisons with plain
+    strings, ``state["stop_reason"]`` and the ``stop/<reason>`` metric names read as before. States and logs
+    hold the plain value (``.value``)."""
+
+    COMPLETED = "completed"
+    """The environment ended the rollout: ``is_completed`` said so, ``env_response`` had nothing more to
+    say, or a single-turn reply ended on a stop token."""
+    MAX_TOKENS = "max_tokens"
+    """A single-turn reply was cut at its token limit."""
+    MAX_TURNS = "max_turns"
+    """The model used every turn it was allowed (``max_turns``)."""
+    TOKEN_BUDGET = "token_budget"
+    """The rollout's token budget leaves no room for the next environment message and reply."""
+    TERMINAL = "terminal"
+    """Multi-step walk: every branch reached a requirement that unlocks nothing more."""
+    INCORRECT = "incorrect"
+    """Multi-step walk: some requirement was judged incorrect (or got no verdict), closing its branch."""
+    MISSING_GROUND_TRUTH = "missing_ground_truth"
+    """Multi-step walk: the scenario has no ground truth for a requirement the walk reached."""
+
+
 __all__ = [
     "GroupRewardFunc",
     "IndividualRewardFunc",
@@ -108,6 +153,8 @@ __all__ = [
     "Messages",
     "RewardFunc",
     "RewardWithMetrics",
+    "ScoredGroup",
     "State",
+    "StopReason",
     "TrajectoryStep",
 ]

@@ -1,13 +1,6 @@
 """Multi-step branching rubrics: requirements wired as a DAG whose next steps depend on the judged answer."""
 
 from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
-from rubrics.multistep.evaluation import (
-    EvaluationResult,
-    RequirementResult,
-    Walk,
-    evaluate,
-    ground_truth_walk,
-)
 from rubrics.multistep.io import (
     RubricFileError,
     load_rubric,
@@ -28,9 +21,18 @@ from rubrics.multistep.requirements import (
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.strategies import STRATEGIES, RewardStrategy
+from rubrics.multistep.walk import (
+    Advance,
+    EvaluationResult,
+    RequirementResult,
+    Walk,
+    evaluate,
+    ground_truth_walk,
+)
 
 __all__ = [
     "STRATEGIES",
+    "Advance",
     "BinaryRequirement",
     "ContinuousRequirement",
     "DiscreteRequirement",

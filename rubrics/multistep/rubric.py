@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
-from rubrics.multistep.evaluation import EvaluationResult, Walk, evaluate, ground_truth_walk
 from rubrics.multistep.judging import RequirementJudge, check_rule_spec
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.strategies import RewardStrategy
+from rubrics.multistep.walk import EvaluationResult, Walk, evaluate, ground_truth_walk
 from rubrics.rubric import RewardWithMetrics, Rubric
 from rubrics.types import Messages, State
 
@@ -102,9 +102,10 @@ class MultiStepRubric(Rubric):
 
     # -- evaluation ----------------------------------------------------------------------------------
 
-    def walk(self, answers: Mapping[str, Any]) -> Walk:
-        """A fresh evaluation state for one rollout (environments judge turn by turn with it)."""
-        return Walk(self.graph, self.judges, self.default_judge, answers)
+    def walk(self, answers: Mapping[str, Any], reveals: Mapping[str, str] | None = None) -> Walk:
+        """A fresh walk for one rollout: ``answers`` is the scenario's ground truth, ``reveals`` its
+        ``revealed_info`` (environments advance it one reply per turn; see ``Walk.advance``)."""
+        return Walk(self.graph, self.judges, self.default_judge, answers, reveals)
 
     async def evaluate(
         self,

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from rubrics.multistep.dag import Graph
 from rubrics.types import Messages, State
 
-if TYPE_CHECKING:
-    from rubrics.multistep.rubric import MultiStepRubric
+
+class HasGraph(Protocol):
+    """Anything holding a requirement DAG (a ``MultiStepRubric``)."""
+
+    @property
+    def graph(self) -> Graph:
+        """The validated DAG."""
+        ...
 
 
 @dataclass
@@ -60,7 +67,7 @@ class Scenario:
             raise ValueError(f"{label}: field 'revealed_info' must map requirement names to text")
         self.revealed_info = {str(k): v for k, v in self.revealed_info.items()}
 
-    def validate(self, rubric: MultiStepRubric) -> None:
+    def validate(self, rubric: HasGraph) -> None:
         """Check against a rubric: known names, answers in each domain, reveals only for answered ones.
 
         Answers are put in their canonical form (``1`` becomes ``1.0``)."""

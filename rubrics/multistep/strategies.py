@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.multistep.evaluation import RequirementResult
+from rubrics.multistep.walk import RequirementResult
 
 Results = Sequence[RequirementResult]
 

@@ -1,9 +1,11 @@
-"""Local backend, single- and multi-turn environments, token-in/token-out, the progressive-reveal env."""
+"""Local backend, single- and multi-turn environments (their stop reasons), token-in/token-out, the
+progressive-reveal env."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from envs.multistep_env import MultiStepMultiTurnEnv
 from envs.sequence import TrajectoryError, build_sequence
 from rubrics import Rubric
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
+from rubrics.types import StopReason
 from tests.support.scripted_backend import ScriptedBackend
 
 QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
@@ -267,6 +270,10 @@ async def test_reveals_wait_for_the_next_reply_and_plain_steps_are_judged_at_onc
     assert state["completion"][3]["content"] == "Pulse 120, SpO2 88%."
     assert state["stop_reason"] == "terminal" and state["reward"] == 1.0
     assert state["metrics"]["req/transport"] == 1.0 and state["metrics"]["depth"] == 4.0
+    # plain data only: the walk is gone, stop reasons are plain strings, judging time is counted
+    assert type(state["stop_reason"]) is str and type(state["multistep"]["stop_reason"]) is str
+    assert json.loads(json.dumps(state["multistep"])) == state["multistep"]
+    assert not [k for k in state if k.startswith("_")] and state["timing"]["judge_ms"] >= 0.0
 
 
 async def test_incorrect_reply_closes_the_branch_and_nothing_is_judged_twice(tiny_model_dir: Path) -> None:
@@ -275,6 +282,20 @@ async def test_incorrect_reply_closes_the_branch_and_nothing_is_judged_twice(tin
     assert len(backend.prompts) == 1 and state["stop_reason"] == "incorrect"
     assert [r["name"] for r in state["multistep"]["results"]] == ["safety"]
     assert state["reward"] == 0.0
+
+
+async def test_missing_ground_truth_ends_the_rollout_with_its_reason(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    answers = {n: {"answer": 1.0} for n in ("safety", "vitals")}
+    scenario = Scenario(prompt=SCENARIO.prompt, answers=answers, revealed_info={"safety": "Breathing."})
+    env = MultiStepMultiTurnEnv(
+        reveal_rubric(), [scenario], tokenizer, sampling=SamplingParams(max_tokens=40)
+    )
+    backend = ScriptedBackend(tokenizer, ["The scene is safe.", "I check vitals."])
+    (state,) = await env.run_group(env.dataset[0], backend, n=1)
+    assert state["stop_reason"] == "missing_ground_truth" == state["multistep"]["stop_reason"]
+    assert [r["name"] for r in state["multistep"]["results"]] == ["safety", "vitals"]
+    assert state["metrics"]["stop/missing_ground_truth"] == 1.0 and len(backend.prompts) == 2
 
 
 async def test_max_turns_and_token_budget_stop_the_rollout(tiny_model_dir: Path) -> None:
@@ -291,3 +312,47 @@ async def test_max_turns_and_token_budget_stop_the_rollout(tiny_model_dir: Path)
     )
     assert state["stop_reason"] == "token_budget" and len(backend.prompts) == 1
     assert state["completion"][-1]["role"] == "assistant"  # never ends on an unanswered message
+    assert state["multistep"]["stop_reason"] == "token_budget"  # the environment's reason, in the verdicts
+
+
+async def test_a_prompt_over_the_budget_is_an_error_and_runs_no_walk(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO], tokenizer, max_total_tokens=8)
+    (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, ["x"]), n=1)
+    assert "exceeds the token budget 8" in state["error"]
+    assert "stop_reason" not in state and "multistep" not in state and state["trajectory"] == []
+    assert not [k for k in state if k.startswith("_")]
+
+
+class StoppingEnv(MultiTurnEnv):
+    """Stops on a reply that says "stop" (with the reason the reply names, if any)."""
+
+    async def is_completed(self, messages, state) -> bool | StopReason:
+        text = messages[-1]["content"]
+        if "terminal" in text:
+            return StopReason.TERMINAL
+        if "custom" in text:
+            state["stop_reason"] = "custom"
+        return "stop" in text
+
+    async def env_response(self, messages, state) -> list[dict[str, Any]]:
+        return [] if "silence" in messages[-1]["content"] else [{"role": "user", "content": "Go on."}]
+
+
+@pytest.mark.parametrize(
+    ("replies", "stop", "turns"),
+    [
+        (["go", "stop"], "completed", 2),  # True: completed
+        (["stop custom"], "custom", 1),  # True keeps the reason the subclass set
+        (["go", "terminal"], "terminal", 2),  # a StopReason is recorded as its plain value
+        (["silence"], "completed", 1),  # env_response had nothing to say
+        (["go", "go", "go"], "max_turns", 3),
+    ],
+)
+async def test_multi_turn_stop_reasons(
+    tiny_model_dir: Path, replies: list[str], stop: str, turns: int
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    env = StoppingEnv([{"prompt": QUESTION}], Rubric(funcs=[length_reward]), tokenizer, max_turns=3)
+    (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, replies), n=1)
+    assert state["stop_reason"] == stop and type(state["stop_reason"]) is str and state["turn"] == turns

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rubrics.multistep import STRATEGIES, RewardStrategy
-from rubrics.multistep.evaluation import RequirementResult
+from rubrics.multistep.walk import RequirementResult
 
 
 def R(level: int, correct: bool) -> RequirementResult:
