@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
+from rubrics.advantages import group_advantages, rewards_and_errors
 from rubrics.binding import PLURAL_ARGS, SINGULAR_ARGS, Binding, bind, func_name
 from rubrics.parsers import Parser
 from rubrics.types import RewardFunc, RewardWithMetrics, State
@@ -364,10 +365,9 @@ def write_score(state: State, score: RolloutScore, scoring_ms: float) -> None:
 
 
 def write_advantages(states: Sequence[State]) -> None:
-    """Advantage = reward minus the mean reward of the group's healthy (non-errored) rollouts."""
-    healthy = [not s.get("error") and math.isfinite(s.get("reward", math.nan)) for s in states]
-    rewards = [s["reward"] for s, ok in zip(states, healthy, strict=True) if ok]
-    # Mean computed around the first reward: exact (advantage 0.0) when every reward is the same.
-    baseline = rewards[0] + math.fsum(r - rewards[0] for r in rewards) / len(rewards) if rewards else 0.0
-    for s, ok in zip(states, healthy, strict=True):
-        s["advantage"] = s["reward"] - baseline if ok else 0.0
+    """Advantage = reward minus the mean reward of the group's healthy (non-errored) rollouts; 0.0 for
+    errored ones (``rubrics.advantages.group_advantages`` with scale ``"none"``, as the trainer's)."""
+    rewards_G, errored_G = rewards_and_errors(states)
+    advantages_G = group_advantages(rewards_G, errored_G, scale="none").advantages_G
+    for state, advantage in zip(states, advantages_G, strict=True):
+        state["advantage"] = advantage

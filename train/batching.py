@@ -1,23 +1,23 @@
-"""Scored rollouts -> the ``TrainBatch`` of one optimiser step (right-padded, micro-batchable)."""
+"""Scored groups -> the ``TrainBatch`` of one optimiser step (right-padded, micro-batchable)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from rubrics.types import State
+from rubrics.types import ScoredGroup
 from train.types import TrainBatch
 
 
 def collate(
     sequences: Sequence[dict[str, list[Any]]],
-    advantages: Sequence[float],
-    group_ids: Sequence[int],
-    truncated: Sequence[bool],
+    advantages_B: Sequence[float],
+    truncated_B: Sequence[bool],
     pad_token_id: int,
     mask_truncated: bool = False,
 ) -> TrainBatch:
-    """Right-pad flattened sequences (``ids``, ``loss_mask``, ``logprobs``) into one batch."""
+    """Right-pad flattened sequences (``ids``, ``loss_mask``, ``logprobs``) into one batch. With
+    ``mask_truncated`` the loss mask of a truncated sequence is all 0 (TRL's ``mask_truncated_completions``)."""
     import torch
 
     if not sequences:
@@ -32,7 +32,7 @@ def collate(
         n = len(seq["ids"])
         input_ids_BT[i, :n] = torch.tensor(seq["ids"], dtype=torch.long)
         attention_mask_BT[i, :n] = 1
-        if not (mask_truncated and truncated[i]):
+        if not (mask_truncated and truncated_B[i]):
             loss_mask_BT[i, :n] = torch.tensor(seq["loss_mask"], dtype=torch.float32)
         inference_logprobs_BT[i, :n] = torch.tensor(seq["logprobs"], dtype=torch.float32)
     return TrainBatch(
@@ -40,28 +40,25 @@ def collate(
         attention_mask_BT=attention_mask_BT,
         loss_mask_BT=loss_mask_BT,
         inference_logprobs_BT=inference_logprobs_BT,
-        advantages_B=torch.tensor(list(advantages), dtype=torch.float32),
-        group_ids_B=torch.tensor(list(group_ids), dtype=torch.long),
-        truncated_B=torch.tensor(list(truncated), dtype=torch.bool),
+        advantages_B=torch.tensor(list(advantages_B), dtype=torch.float32),
     )
 
 
 def states_to_batch(
-    groups: Sequence[Sequence[State]],
-    advantages: Sequence[Sequence[float]],
-    pad_token_id: int,
-    mask_truncated: bool = False,
+    groups: Sequence[ScoredGroup], pad_token_id: int, mask_truncated: bool = False
 ) -> TrainBatch | None:
-    """The trainable rollouts of scored groups (errored ones are left out) as one batch; None if none."""
-    sequences, advs, gids, trunc = [], [], [], []
-    for g, (group, group_advs) in enumerate(zip(groups, advantages, strict=True)):
-        for state, adv in zip(group, group_advs, strict=True):
+    """The trainable rollouts of the kept groups (errored ones and ones without a sequence are left out) as
+    one batch; None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
+    sequences, advantages_B, truncated_B = [], [], []
+    for group in groups:
+        if not group.kept:
+            raise ValueError("states_to_batch: a group dropped from training was passed (use kept_groups)")
+        for state, advantage in zip(group.states, group.advantages_G, strict=True):
             if state.get("error") or "sequence" not in state:
                 continue
             sequences.append(state["sequence"])
-            advs.append(adv)
-            gids.append(g)
-            trunc.append(bool(state.get("is_truncated", False)))
+            advantages_B.append(advantage)
+            truncated_B.append(bool(state.get("is_truncated", False)))
     if not sequences:
         return None
-    return collate(sequences, advs, gids, trunc, pad_token_id, mask_truncated)
+    return collate(sequences, advantages_B, truncated_B, pad_token_id, mask_truncated)

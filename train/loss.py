@@ -87,16 +87,6 @@ def masked_sequence_mean(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Ten
     return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1.0)
 
 
-def effective_loss_mask(
-    loss_mask_BT: torch.Tensor, truncated_B: torch.Tensor, cfg: LossConfig
-) -> torch.Tensor:
-    """``[B, T]``: the loss mask, with completions cut by the token limit zeroed when
-    ``cfg.mask_truncated_completions`` (TRL masks them the same way). Count ``num_items_in_batch`` on this."""
-    if not cfg.mask_truncated_completions:
-        return loss_mask_BT
-    return loss_mask_BT * (~truncated_B.bool()).unsqueeze(1).to(loss_mask_BT.dtype)
-
-
 def _masked_min_max(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> tuple[float, float]:
     """Min and max of a ratio over masked tokens; 1.0 (the neutral ratio) when the mask is empty, so that
     token-weighted averages over micro-batches (weight 0 here) never turn into NaN."""

@@ -3,7 +3,7 @@
 It walks the training examples in a seeded order (the data cursor: epoch and position, saved in
 checkpoints), asks the environment for G rollouts of each example through the backend, and lets each group
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
-are async). When a group is complete its advantages are computed (``train.advantages``). Sampling of step
+are async). When a group is complete its advantages are computed (``rubrics.advantages``). Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """
 
@@ -13,36 +13,73 @@ import asyncio
 import random
 import time
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
-from rubrics.types import State
-from train.advantages import step_advantages
-from train.config import AdvantageConfig
+from rubrics.advantages import is_errored, rewards_and_errors, step_advantages
+from rubrics.types import ScoredGroup, State
+from train.config import AdvantageConfig, TrainConfig
 
 
 @dataclass
 class StepRollouts:
     """Everything generated and scored for one optimiser step."""
 
-    groups: list[list[State]]
-    """Scored rollouts, one list per example (only the groups kept for training)."""
-    advantages: list[list[float]]
-    """One advantage per rollout of each kept group."""
-    all_states: list[State]
-    """Every rollout of the step, kept or dropped (for metrics)."""
-    zero_variance_groups: int
-    """Groups whose rewards were all equal."""
-    dropped_groups: int
-    """Groups left out of the loss (zero variance, or no healthy rollout)."""
+    groups: list[ScoredGroup]
+    """Every group of the step, kept or dropped, in the order of its examples."""
     generate_s: float
     """Wall time of generation and scoring together (they overlap)."""
     policy_version: int
     """The optimiser step whose weights generated these rollouts."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Anything else worth logging."""
+
+    @property
+    def kept_groups(self) -> list[ScoredGroup]:
+        """The groups trained on (``states_to_batch`` takes these)."""
+        return [g for g in self.groups if g.kept]
+
+    @property
+    def all_states(self) -> list[State]:
+        """Every rollout of the step, kept or dropped (for metrics)."""
+        return [s for g in self.groups for s in g.states]
+
+    @property
+    def kept_advantages(self) -> list[float]:
+        """The advantages of every rollout of the kept groups (for metrics)."""
+        return [a for g in self.groups if g.kept for a in g.advantages_G]
+
+    @property
+    def zero_variance_groups(self) -> int:
+        """Groups whose rewards were all equal (kept or dropped)."""
+        return sum(g.zero_variance for g in self.groups)
+
+    @property
+    def dropped_groups(self) -> int:
+        """Groups left out of the loss (zero variance, or no healthy rollout)."""
+        return sum(not g.kept for g in self.groups)
+
+
+def score_groups(groups: Sequence[Sequence[State]], advantage: AdvantageConfig) -> list[ScoredGroup]:
+    """The scored groups of one step with their advantages, each marked kept or dropped: a group is dropped
+    when no rollout is healthy, or when it has zero variance and ``advantage.drop_zero_variance_groups``."""
+    rewards_errors_N = [rewards_and_errors(g) for g in groups]
+    rewards_NG, errored_NG = [r for r, _ in rewards_errors_N], [e for _, e in rewards_errors_N]
+    results = step_advantages(rewards_NG, errored_NG, advantage.scale_rewards)
+    out = []
+    for states, (rewards_G, errored_G), result in zip(groups, rewards_errors_N, results, strict=True):
+        dropped = result.healthy == 0 or (result.zero_variance and advantage.drop_zero_variance_groups)
+        out.append(
+            ScoredGroup(
+                states=list(states),
+                rewards_G=list(rewards_G),
+                errored_G=[is_errored(r, e) for r, e in zip(rewards_G, errored_G, strict=True)],
+                advantages_G=list(result.advantages_G),
+                zero_variance=result.zero_variance,
+                kept=not dropped,
+            )
+        )
+    return out
 
 
 class DataCursor:
@@ -98,6 +135,22 @@ class Orchestrator:
         )
         self.cursor = DataCursor(len(self.examples), seed, **(cursor or {}))
 
+    @classmethod
+    def from_config(
+        cls,
+        cfg: TrainConfig,
+        env: Environment,
+        backend: InferenceBackend,
+        examples: Sequence[dict[str, Any]],
+        seed: int,
+        cursor: dict[str, int] | None = None,
+    ) -> Orchestrator:
+        """The orchestrator of a run: ``rollout.prompts_per_step`` examples of ``rollout.group_size``."""
+        rollout = cfg.rollout
+        return cls(
+            env, backend, examples, rollout.prompts_per_step, rollout.group_size, cfg.advantage, seed, cursor
+        )
+
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
         right after this call is the cursor a checkpoint of ``step`` must hold), and return the coroutine that
@@ -114,24 +167,6 @@ class Orchestrator:
             *(self.env.run_group(self.examples[i], self.backend, self.group_size) for i in indices)
         )
         elapsed = time.perf_counter() - start
-        rewards = [[float(s.get("reward", float("nan"))) for s in g] for g in groups]
-        errored = [[bool(s.get("error")) for s in g] for g in groups]
-        kept, kept_advs, zero_var, dropped = [], [], 0, 0
-        for group, result in zip(
-            groups, step_advantages(rewards, errored, self.advantage.scale_rewards), strict=True
-        ):
-            zero_var += int(result.zero_variance)
-            if result.healthy == 0 or (result.zero_variance and self.advantage.drop_zero_variance_groups):
-                dropped += 1
-                continue
-            kept.append(list(group))
-            kept_advs.append(list(result.advantages))
         return StepRollouts(
-            groups=kept,
-            advantages=kept_advs,
-            all_states=[s for g in groups for s in g],
-            zero_variance_groups=zero_var,
-            dropped_groups=dropped,
-            generate_s=elapsed,
-            policy_version=policy_version,
+            groups=score_groups(groups, self.advantage), generate_s=elapsed, policy_version=policy_version
         )

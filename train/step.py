@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from train.config import TrainConfig
@@ -46,6 +47,93 @@ def forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple
     return logprobs_BT, entropy_BT
 
 
+@dataclass(frozen=True)
+class StepCounts:
+    """What every process must agree on before its micro-batches run."""
+
+    tokens: float
+    """Loss tokens of the whole optimiser step, all processes together."""
+    sequences: float
+    """Sequences of the whole optimiser step, all processes together."""
+    micro_batches: int
+    """Micro-batches of the busiest process: every process runs this many."""
+
+
+def step_counts(batch: TrainBatch | None, micro: int, accelerator: Any) -> StepCounts:
+    """Reduce the local counts of ``batch`` (None: nothing to train here) over all processes."""
+    import torch
+
+    local = [
+        float(batch.num_loss_tokens if batch else 0),
+        float(batch.num_sequences if batch else 0),
+        float(math.ceil(batch.num_sequences / micro) if batch else 0),
+    ]
+    counts = torch.tensor(local, device=accelerator.device)
+    total_tokens, total_sequences = accelerator.reduce(counts[:2], "sum").tolist()
+    n_micro = int(accelerator.reduce(counts[2:], "max").item())
+    return StepCounts(total_tokens, total_sequences, n_micro)
+
+
+def micro_batch(batch: TrainBatch | None, i: int, micro: int, device: Any) -> TrainBatch:
+    """Micro-batch ``i`` of ``batch`` on ``device``; an empty one past the end of this process's batch."""
+    start = i * micro
+    mb = batch.slice(start, start + micro) if batch and start < batch.num_sequences else _empty(device)
+    return mb.to(device)
+
+
+def micro_batch_loss(
+    model: Any, ref_model: Any | None, mb: TrainBatch, cfg: TrainConfig, accelerator: Any, counts: StepCounts
+) -> tuple[Any, Any, dict[str, float]]:
+    """The micro-batch's share of the step's loss (scalar), its [B, T] entropies and its loss and
+    importance-sampling statistics."""
+    import torch
+
+    logprobs_BT, entropy_BT = forward_logprobs(model, mb, cfg.rollout.temperature)
+    old_logprobs_BT = logprobs_BT.detach()
+    is_weights_BT, is_stats = None, dict[str, float]()
+    if cfg.loss.importance_sampling:
+        is_weights_BT, is_stats = importance_weights(
+            old_logprobs_BT, mb.inference_logprobs_BT, mb.loss_mask_BT, cfg.loss.importance_sampling_cap
+        )
+    ref_logprobs_BT = None
+    if ref_model is not None:
+        with torch.no_grad(), accelerator.autocast():  # the policy's precision
+            ref_logits = ref_model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_mask_BT).logits
+            ref_logprobs_BT = token_logprobs(ref_logits, mb.input_ids_BT, cfg.rollout.temperature)
+    loss, stats = policy_loss(
+        logprobs_BT,
+        old_logprobs_BT,
+        mb.advantages_B,
+        mb.loss_mask_BT,
+        cfg.loss,
+        ref_logprobs_BT=ref_logprobs_BT,
+        is_weights_BT=is_weights_BT,
+        num_items_in_batch=max(counts.tokens, 1.0),
+        num_sequences_in_batch=max(counts.sequences, 1.0),
+    )
+    return loss, entropy_BT, {**stats, **is_stats}
+
+
+def _accumulate(
+    sums: dict[str, float],
+    weights: dict[str, float],
+    mb: TrainBatch,
+    loss: Any,
+    entropy_BT: Any,
+    stats: dict[str, float],
+) -> None:
+    """Add one micro-batch's statistics: token-weighted, the loss summed (it is already the step's share)."""
+    tokens = float(mb.loss_mask_BT.sum().item())
+    for key, value in stats.items():
+        sums[key] += float(value) * tokens
+        weights[key] += tokens
+    sums["loss"] += float(loss.item())
+    weights["loss"] = 1.0
+    mask = mb.loss_mask_BT
+    sums["entropy"] += float((entropy_BT * mask).sum().item())
+    weights["entropy"] += tokens
+
+
 def train_step(
     model: Any,
     ref_model: Any | None,
@@ -62,66 +150,24 @@ def train_step(
     process runs as many micro-batches as the busiest one (padding with empty ones that add nothing), so
     the gradient collectives of DDP and DeepSpeed always pair up; when no process has anything, only the
     schedule moves."""
-    import torch
-
-    device = accelerator.device
     deepspeed = is_deepspeed(accelerator)
     micro = cfg.optim.micro_batch_size
-    local = [
-        float(batch.num_loss_tokens if batch else 0),
-        float(batch.num_sequences if batch else 0),
-        float(math.ceil(batch.num_sequences / micro) if batch else 0),
-    ]
-    counts = torch.tensor(local, device=device)
-    total_tokens, total_sequences = accelerator.reduce(counts[:2], "sum").tolist()
-    n_micro = int(accelerator.reduce(counts[2:], "max").item())
-    if n_micro == 0:
+    counts = step_counts(batch, micro, accelerator)
+    if counts.micro_batches == 0:
         scheduler.step()
         return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
     sums: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)
     model.train()
-    for i in range(n_micro):
-        start = i * micro
-        mb = batch.slice(start, start + micro) if batch and start < batch.num_sequences else _empty(device)
-        mb = _to(mb, device)
-        logprobs_BT, entropy_BT = forward_logprobs(model, mb, cfg.rollout.temperature)
-        old_logprobs_BT = logprobs_BT.detach()
-        is_weights_BT, is_stats = None, dict[str, float]()
-        if cfg.loss.importance_sampling:
-            is_weights_BT, is_stats = importance_weights(
-                old_logprobs_BT, mb.inference_logprobs_BT, mb.loss_mask_BT, cfg.loss.importance_sampling_cap
-            )
-        ref_logprobs_BT = None
-        if ref_model is not None:
-            with torch.no_grad(), accelerator.autocast():  # the policy's precision
-                ref_logits = ref_model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_mask_BT).logits
-                ref_logprobs_BT = token_logprobs(ref_logits, mb.input_ids_BT, cfg.rollout.temperature)
-        loss, stats = policy_loss(
-            logprobs_BT,
-            old_logprobs_BT,
-            mb.advantages_B,
-            mb.loss_mask_BT,
-            cfg.loss,
-            ref_logprobs_BT=ref_logprobs_BT,
-            is_weights_BT=is_weights_BT,
-            num_items_in_batch=max(total_tokens, 1.0),
-            num_sequences_in_batch=max(total_sequences, 1.0),
-        )
+    for i in range(counts.micro_batches):
+        mb = micro_batch(batch, i, micro, accelerator.device)
+        loss, entropy_BT, stats = micro_batch_loss(model, ref_model, mb, cfg, accelerator, counts)
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
         # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
-        last = i == n_micro - 1
+        last = i == counts.micro_batches - 1
         with weights_lock if last and deepspeed and weights_lock is not None else contextlib.nullcontext():
             backward(accelerator, loss * accelerator.num_processes, last_micro_batch=last)
-        tokens = float(mb.loss_mask_BT.sum().item())
-        for key, value in {**stats, **is_stats}.items():
-            sums[key] += float(value) * tokens
-            weights[key] += tokens
-        sums["loss"] += float(loss.item())
-        weights["loss"] = 1.0
-        mask = mb.loss_mask_BT
-        sums["entropy"] += float((entropy_BT * mask).sum().item())
-        weights["entropy"] += tokens
+        _accumulate(sums, weights, mb, loss, entropy_BT, stats)
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
     with weights_lock if weights_lock is not None else contextlib.nullcontext():
         optimizer.step()
@@ -130,7 +176,7 @@ def train_step(
     out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
     out["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
     out["learning_rate"] = float(scheduler.get_last_lr()[0])
-    out["loss_tokens"] = total_tokens
+    out["loss_tokens"] = counts.tokens
     return out
 
 
@@ -145,10 +191,4 @@ def _empty(device: Any) -> TrainBatch:
         loss_mask_BT=zeros,
         inference_logprobs_BT=zeros.clone(),
         advantages_B=torch.zeros(1, device=device),
-        group_ids_B=torch.zeros(1, dtype=torch.long, device=device),
-        truncated_B=torch.zeros(1, dtype=torch.bool, device=device),
     )
-
-
-def _to(batch: TrainBatch, device: Any) -> TrainBatch:
-    return TrainBatch(**{k: v.to(device) for k, v in batch.__dict__.items()})

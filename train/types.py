@@ -4,27 +4,27 @@ B sequences, T tokens (right-padded)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # train.types is imported by code that must load without torch
+    import torch
 
 
 @dataclass
 class TrainBatch:
     """Training sequences of one optimiser step (DESIGN.md section 3), as tensors."""
 
-    input_ids_BT: Any
-    """[B, T] long: prompt, model and environment tokens, right-padded with the pad id."""
-    attention_mask_BT: Any
-    """[B, T] long: 1 on every real token (attention covers environment tokens too)."""
-    loss_mask_BT: Any
-    """[B, T] float: 1 on tokens the model sampled (and that the loss keeps), 0 elsewhere."""
-    inference_logprobs_BT: Any
-    """[B, T] float: the inference engine's logprob of each sampled token; 0 where the mask is 0."""
-    advantages_B: Any
-    """[B] float: one advantage per sequence (from its group)."""
-    group_ids_B: Any
-    """[B] long: which group (example) each sequence belongs to."""
-    truncated_B: Any
-    """[B] bool: the rollout's last reply was cut by the token limit."""
+    input_ids_BT: torch.Tensor
+    """[B, T] int64: prompt, model and environment tokens, right-padded with the pad id."""
+    attention_mask_BT: torch.Tensor
+    """[B, T] int64: 1 on every real token (attention covers environment tokens too)."""
+    loss_mask_BT: torch.Tensor
+    """[B, T] float32: 1 on tokens the model sampled and the loss keeps (a truncated rollout's are 0 when
+    ``loss.mask_truncated_completions``), 0 elsewhere."""
+    inference_logprobs_BT: torch.Tensor
+    """[B, T] float32: the inference engine's logprob of each sampled token; 0 where the mask is 0."""
+    advantages_B: torch.Tensor
+    """[B] float32: one advantage per sequence (from its group)."""
 
     @property
     def num_sequences(self) -> int:
@@ -45,6 +45,14 @@ class TrainBatch:
             loss_mask_BT=self.loss_mask_BT[start:stop, :width],
             inference_logprobs_BT=self.inference_logprobs_BT[start:stop, :width],
             advantages_B=self.advantages_B[start:stop],
-            group_ids_B=self.group_ids_B[start:stop],
-            truncated_B=self.truncated_B[start:stop],
+        )
+
+    def to(self, device: torch.device | str) -> TrainBatch:
+        """The same batch on ``device``."""
+        return TrainBatch(
+            input_ids_BT=self.input_ids_BT.to(device),
+            attention_mask_BT=self.attention_mask_BT.to(device),
+            loss_mask_BT=self.loss_mask_BT.to(device),
+            inference_logprobs_BT=self.inference_logprobs_BT.to(device),
+            advantages_B=self.advantages_B.to(device),
         )

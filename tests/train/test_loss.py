@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 
 from train.config import LossConfig  # noqa: E402
 from train.loss import (  # noqa: E402
-    effective_loss_mask,
     importance_weights,
     policy_loss,
     token_entropy,
@@ -183,11 +182,9 @@ def test_importance_weights_truncate_and_report_ratios_before_truncation() -> No
     )
 
 
-def test_truncated_completions_are_masked_only_when_asked() -> None:
-    mask_BT, truncated_B = torch.ones(2, 3), torch.tensor([False, True])
-    assert torch.equal(effective_loss_mask(mask_BT, truncated_B, cfg()), mask_BT)
-    masked = effective_loss_mask(mask_BT, truncated_B, cfg(mask_truncated_completions=True))
-    assert torch.equal(masked, torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]))
+def test_a_masked_truncated_sequence_still_counts_in_grpo() -> None:
+    # the mask of a truncated sequence under mask_truncated_completions (collate zeroes it, test_batching.py)
+    masked = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
     # grpo still counts the masked sequence in its mean (as TRL): A = [1, 1] on policy:
     # seq 0 mean -1, seq 1 nothing (0); (-1 + 0) / 2 = -0.5
     lp = torch.zeros(2, 3)

@@ -27,7 +27,7 @@ def test_logits_to_keep_gives_the_same_logprobs_on_loss_tokens(tiny_model_dir: P
         },
         {"ids": [20, 21, 22, 23, 24, 25], "loss_mask": [0, 0, 0, 1, 1, 1], "logprobs": [0.0] * 6},
     ]
-    batch = collate(seqs, [1.0, -1.0], [0, 0], [False, False], pad_token_id=0)
+    batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
     with torch.no_grad():
         got_lp, got_ent = forward_logprobs(model, batch, temperature=0.7)
         full = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_mask_BT).logits

@@ -1,0 +1,166 @@
+"""Group-relative advantages: reward minus the group's baseline, optionally scaled by a std. The one
+definition, used by ``Rubric.score_group`` (``state["advantage"]``, scale ``"none"``) and by the trainer
+(``AdvantageConfig.scale_rewards``).
+
+Plain Python (no torch): a group's advantages are computed as soon as the group is scored.
+
+Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_completions``):
+
+- baseline: the mean of the group's non-errored rewards. Errored rollouts (a reward function raised, a judge
+  gave no verdict) are left out of the mean and the std and get advantage 0.0, so they carry no gradient.
+  TRL does the same with NaN rewards (``nanmean``/``nanstd``, then ``nan_to_num``); here a reward that is
+  NaN or infinite counts as errored too, so no NaN can reach the loss.
+- std: the *sample* std (Bessel's correction, divide by n - 1), as ``torch.std`` and TRL's ``nanstd``.
+- ``group``: ``(reward - mean) / (std + eps)`` with ``eps = 1e-4`` (TRL adds 1e-4 to the std, it does not
+  clamp). A group with zero variance (a std of at most ``ZERO_STD_ATOL``, TRL logs ``torch.isclose(std, 0)``
+  with atol 1e-8) or fewer than two healthy rollouts has no signal: every advantage is 0.0.
+- ``batch``: TRL still subtracts the *group* mean but divides by the sample std of every healthy reward of
+  the generation batch (all groups): ``(r - mean_group) / (std_batch + eps)``; zero-variance groups get 0.0.
+- ``none``: ``reward - mean``, the rubric API's advantage (seeds 001 and 003). Its mean is taken around the
+  first healthy reward (``centred_mean``), so equal rewards give exactly 0.0 with no tolerance, and nothing
+  is zeroed. The scaled advantages keep the plain ``fsum`` mean (``plain_mean``): the two differ in the last
+  bit of some means, and each path keeps the numbers it always had (the trainer's losses are bit-identical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rubrics.types import State
+
+Scale = Literal["group", "batch", "none"]
+"""What (reward - group mean) is divided by: the group's std, the step's std, or nothing."""
+
+ZERO_STD_ATOL = 1e-8
+"""A group whose reward std is at most this has zero variance (TRL: ``torch.isclose(std, 0)``)."""
+
+EPS = 1e-4
+"""Added to the std before dividing (TRL's constant)."""
+
+
+@dataclass(frozen=True)
+class GroupAdvantages:
+    """The advantages of one group of G rollouts of the same example."""
+
+    advantages_G: list[float]
+    """[G] one advantage per rollout; 0.0 for errored rollouts (and, when scaled, for groups without signal)."""
+    zero_variance: bool
+    """The healthy rewards have a std of at most ``ZERO_STD_ATOL`` (or there are fewer than two): no signal."""
+    healthy: int
+    """Rollouts that were scored without error (the ones in the baseline)."""
+    mean: float
+    """The baseline subtracted: mean of the healthy rewards (0.0 when there are none)."""
+    std: float
+    """Sample std of the healthy rewards (0.0 with fewer than two)."""
+
+
+def plain_mean(xs: Sequence[float]) -> float:
+    """``fsum(xs) / n`` (0.0 for no values): the baseline of the scaled advantages."""
+    return math.fsum(xs) / len(xs) if xs else 0.0
+
+
+def centred_mean(xs: Sequence[float]) -> float:
+    """The mean computed around the first value, ``x0 + fsum(x - x0) / n``: exactly ``x0`` when every value is
+    ``x0`` (0.0 for no values). The baseline of the unscaled advantages."""
+    return xs[0] + math.fsum(x - xs[0] for x in xs) / len(xs) if xs else 0.0
+
+
+def sample_std(xs: Sequence[float]) -> float:
+    """Std with Bessel's correction (n - 1) around ``plain_mean``, as ``torch.std``; 0.0 with fewer than two."""
+    if len(xs) < 2:
+        return 0.0
+    m = plain_mean(xs)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def is_errored(reward: float, errored: bool) -> bool:
+    """Flagged errored, or a reward that is not a finite number (TRL: a NaN reward is unscorable)."""
+    return errored or not math.isfinite(reward)
+
+
+def rewards_and_errors(states: Sequence[State]) -> tuple[list[float], list[bool]]:
+    """``rewards_G`` (NaN where a state has none) and ``errored_G`` (``state["error"]`` set) of scored states."""
+    rewards_G = [float(s.get("reward", math.nan)) for s in states]
+    errored_G = [bool(s.get("error")) for s in states]
+    return rewards_G, errored_G
+
+
+def _healthy(rewards_G: Sequence[float], errored_G: Sequence[bool]) -> list[float]:
+    if len(rewards_G) != len(errored_G):
+        raise ValueError(f"rewards ({len(rewards_G)}) and errored flags ({len(errored_G)}) differ in length")
+    return [r for r, bad in zip(rewards_G, errored_G, strict=True) if not is_errored(r, bad)]
+
+
+def _scaled(
+    rewards_G: Sequence[float], errored_G: Sequence[bool], group_scale: bool, eps: float
+) -> GroupAdvantages:
+    """``(r - plain mean) / (std + eps)`` (``group_scale``) or ``r - plain mean``; zeros without signal."""
+    healthy = _healthy(rewards_G, errored_G)
+    mean, std = plain_mean(healthy), sample_std(healthy)
+    if len(healthy) < 2 or std <= ZERO_STD_ATOL:
+        return GroupAdvantages([0.0] * len(rewards_G), True, len(healthy), mean, std)
+    denom = std + eps if group_scale else 1.0
+    advantages_G = [
+        0.0 if is_errored(r, bad) else (r - mean) / denom for r, bad in zip(rewards_G, errored_G, strict=True)
+    ]
+    return GroupAdvantages(advantages_G, False, len(healthy), mean, std)
+
+
+def group_advantages(
+    rewards_G: Sequence[float],
+    errored_G: Sequence[bool],
+    scale: Literal["group", "none"] = "group",
+    eps: float = EPS,
+) -> GroupAdvantages:
+    """Advantages of one group: ``r - mean`` (``scale="none"``) or ``(r - mean) / (std + eps)`` (``"group"``).
+
+    Mean and std are over the non-errored rollouts only; errored rollouts get 0.0. Under ``"group"`` a group
+    with zero variance gets all zeros; under ``"none"`` its advantages are at most its tiny spread (exactly
+    0.0 for equal rewards). ``zero_variance`` is flagged the same way under both.
+    """
+    if scale == "group":
+        return _scaled(rewards_G, errored_G, group_scale=True, eps=eps)
+    healthy = _healthy(rewards_G, errored_G)
+    baseline, std = centred_mean(healthy), sample_std(healthy)
+    advantages_G = [
+        0.0 if is_errored(r, bad) else r - baseline for r, bad in zip(rewards_G, errored_G, strict=True)
+    ]
+    zero_variance = len(healthy) < 2 or std <= ZERO_STD_ATOL
+    return GroupAdvantages(advantages_G, zero_variance, len(healthy), baseline, std)
+
+
+def batch_scale(
+    rewards_NG: Sequence[Sequence[float]],
+    errored_NG: Sequence[Sequence[bool]],
+    eps: float = EPS,
+) -> list[GroupAdvantages]:
+    """``scale_rewards="batch"`` over the N groups of one step: ``(r - group mean) / (batch std + eps)``.
+
+    The batch std is the sample std of every healthy reward of the N groups (TRL: ``nanstd`` over the whole
+    gathered generation batch). Pass every group of the step, dropped ones included, to match TRL. Zero
+    variance stays a property of each group (TRL's logged flag under "batch" is the batch std's instead).
+    """
+    healthy_all = [r for rs, es in zip(rewards_NG, errored_NG, strict=True) for r in _healthy(rs, es)]
+    denom = sample_std(healthy_all) + eps
+    out = []
+    for rewards_G, errored_G in zip(rewards_NG, errored_NG, strict=True):
+        g = _scaled(rewards_G, errored_G, group_scale=False, eps=eps)
+        out.append(
+            GroupAdvantages([a / denom for a in g.advantages_G], g.zero_variance, g.healthy, g.mean, g.std)
+        )
+    return out
+
+
+def step_advantages(
+    rewards_NG: Sequence[Sequence[float]],
+    errored_NG: Sequence[Sequence[bool]],
+    scale: Scale,
+    eps: float = EPS,
+) -> list[GroupAdvantages]:
+    """Advantages of all N groups of a step under ``scale`` (``AdvantageConfig.scale_rewards``)."""
+    if scale == "batch":
+        return batch_scale(rewards_NG, errored_NG, eps)
+    return [group_advantages(rs, es, scale, eps) for rs, es in zip(rewards_NG, errored_NG, strict=True)]

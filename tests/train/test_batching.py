@@ -1,0 +1,82 @@
+"""Scored groups -> ``TrainBatch``: hand-checked tensors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rubrics.types import ScoredGroup, State  # noqa: E402
+from train.batching import collate, states_to_batch  # noqa: E402
+
+# two sequences: 4 tokens (prompt 2, model 2) and 3 tokens (prompt 1, model 1, environment 1)
+LONG = {"ids": [5, 6, 7, 8], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0, 0.0, -0.5, -1.0]}
+SHORT = {"ids": [9, 10, 11], "loss_mask": [0, 1, 0], "logprobs": [0.0, -0.25, 0.0]}
+
+
+def test_collate_right_pads_and_keeps_masks_without_mask_truncated() -> None:
+    # the short sequence is truncated, but mask_truncated is off: its loss mask stays [0, 1, 0] (+ pad 0)
+    batch = collate([LONG, SHORT], [0.5, -0.5], [False, True], pad_token_id=0)
+    assert torch.equal(batch.input_ids_BT, torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]]))
+    assert torch.equal(batch.attention_mask_BT, torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    assert torch.equal(batch.loss_mask_BT, torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]]))
+    assert torch.equal(
+        batch.inference_logprobs_BT, torch.tensor([[0.0, 0.0, -0.5, -1.0], [0.0, -0.25, 0.0, 0.0]])
+    )
+    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.5]))
+    assert (batch.input_ids_BT.dtype, batch.loss_mask_BT.dtype) == (torch.long, torch.float32)
+    # loss tokens: 2 (long) + 1 (short) = 3
+    assert (batch.num_sequences, batch.num_loss_tokens) == (2, 3)
+
+
+def test_collate_zeroes_the_loss_mask_of_truncated_sequences_when_asked() -> None:
+    # mask_truncated on: the truncated short sequence's loss mask becomes all 0; everything else is unchanged
+    batch = collate([LONG, SHORT], [0.5, -0.5], [False, True], pad_token_id=0, mask_truncated=True)
+    assert torch.equal(batch.loss_mask_BT, torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]))
+    assert torch.equal(batch.attention_mask_BT, torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.5]))
+    # loss tokens: 2 (long) + 0 (short, masked) = 2
+    assert batch.num_loss_tokens == 2
+
+
+def test_slice_trims_to_the_longest_real_sequence() -> None:
+    # rows 1:2 hold only the short sequence: 3 real tokens, the pad column is dropped
+    part = collate([LONG, SHORT], [0.5, -0.5], [False, False], pad_token_id=0).slice(1, 2)
+    assert torch.equal(part.input_ids_BT, torch.tensor([[9, 10, 11]]))
+    assert torch.equal(part.advantages_B, torch.tensor([-0.5]))
+
+
+def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> ScoredGroup:
+    return ScoredGroup(
+        states=states,
+        rewards_G=[float(s.get("reward", float("nan"))) for s in states],
+        errored_G=[bool(s.get("error")) for s in states],
+        advantages_G=advantages_G,
+        zero_variance=False,
+        kept=kept,
+    )
+
+
+def test_states_to_batch_leaves_errored_rollouts_out() -> None:
+    # group 0: [LONG ok, SHORT errored]; group 1: [SHORT ok, a rollout without a sequence]
+    groups = [
+        _group(
+            [{"sequence": LONG, "reward": 1.0}, {"sequence": SHORT, "error": "judge: timeout"}], [0.5, 0.0]
+        ),
+        _group([{"sequence": SHORT, "reward": 0.0, "is_truncated": True}, {"reward": 1.0}], [-0.25, 0.25]),
+    ]
+    batch = states_to_batch(groups, pad_token_id=0)
+    assert batch is not None
+    # rows: LONG (group 0, advantage 0.5), SHORT (group 1, advantage -0.25); the errored SHORT is not a row
+    assert torch.equal(batch.input_ids_BT, torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]]))
+    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.25]))
+    # the truncated flag reaches collate: with mask_truncated the second row has no loss token
+    masked = states_to_batch(groups, pad_token_id=0, mask_truncated=True)
+    assert masked is not None and masked.num_loss_tokens == 2
+
+
+def test_states_to_batch_without_trainable_rollouts_and_with_dropped_groups() -> None:
+    assert states_to_batch([_group([{"sequence": LONG, "error": "x"}], [0.0])], pad_token_id=0) is None
+    assert states_to_batch([], pad_token_id=0) is None
+    with pytest.raises(ValueError, match="dropped"):
+        states_to_batch([_group([{"sequence": LONG, "reward": 1.0}], [0.0], kept=False)], pad_token_id=0)

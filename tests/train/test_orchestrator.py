@@ -1,0 +1,158 @@
+"""The orchestrator with a fake environment (no model): data order, cursor positions, resume, groups kept and
+dropped, advantages per group."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
+
+from rubrics import Rubric
+from rubrics.types import State
+from train.config import AdvantageConfig
+from train.orchestrator import DataCursor, Orchestrator, StepRollouts
+
+
+def _score(completion: str) -> float:
+    if completion == "boom":
+        raise RuntimeError("judge unavailable")
+    return float(completion)
+
+
+class FakeEnv:
+    """Returns each example's fixed completions, scored by a real ``Rubric``; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.rubric = Rubric(funcs=[_score])
+        self.calls: list[int] = []
+
+    async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[State]:
+        self.calls.append(example["id"])
+        states: list[State] = [
+            {"completion": c, "info": {"id": example["id"]}} for c in example["completions"][:n]
+        ]
+        await self.rubric.score_group(states)
+        return states
+
+
+def _orchestrator(
+    examples: list[dict[str, Any]],
+    prompts_per_step: int,
+    advantage: AdvantageConfig | None = None,
+    cursor: dict[str, int] | None = None,
+) -> tuple[Orchestrator, FakeEnv]:
+    env = FakeEnv()
+    orch = Orchestrator(
+        env,  # type: ignore[arg-type]
+        backend=None,  # type: ignore[arg-type]
+        examples=examples,
+        prompts_per_step=prompts_per_step,
+        group_size=4,
+        advantage=advantage or AdvantageConfig(),
+        seed=7,
+        cursor=cursor,
+    )
+    return orch, env
+
+
+def _examples(n: int) -> list[dict[str, Any]]:
+    return [{"id": i, "completions": ["1", "0", "1", "0"]} for i in range(n)]
+
+
+def _produced_ids(orch: Orchestrator, steps: range) -> list[list[int]]:
+    out = []
+    for step in steps:
+        rollouts = asyncio.run(orch.produce(step, policy_version=step))
+        out.append([g.states[0]["info"]["id"] for g in rollouts.groups])
+    return out
+
+
+def test_cursor_walks_a_fresh_seeded_shuffle_every_epoch() -> None:
+    # seed 7, n 5: epoch e is range(5) shuffled by random.Random(7 * 1_000_003 + e):
+    # epoch 0 [3, 0, 2, 4, 1], epoch 1 [0, 2, 3, 4, 1], epoch 2 [1, 4, 0, 2, 3]
+    cursor = DataCursor(5, seed=7)
+    assert cursor.take(7) == [3, 0, 2, 4, 1, 0, 2]
+    assert cursor.state() == {"epoch": 1, "position": 2}
+    assert cursor.take(4) == [3, 4, 1, 1]
+    assert cursor.state() == {"epoch": 2, "position": 1}
+    with pytest.raises(ValueError, match="no training examples"):
+        DataCursor(0, seed=7)
+
+
+def test_produce_takes_the_examples_at_call_time() -> None:
+    orch, env = _orchestrator(_examples(5), prompts_per_step=2)
+    coroutine = orch.produce(0, policy_version=0)
+    # the cursor moved before the coroutine ran: this is the state a checkpoint of step 0 holds
+    assert orch.cursor.state() == {"epoch": 0, "position": 2}
+    assert env.calls == []
+    second = orch.produce(1, policy_version=0)  # taken before the first step's rollouts exist
+    assert orch.cursor.state() == {"epoch": 0, "position": 4}
+    first = asyncio.run(coroutine)
+    assert [g.states[0]["info"]["id"] for g in first.groups] == [3, 0]  # epoch 0 order [3, 0, 2, 4, 1]
+    assert [g.states[0]["info"]["id"] for g in asyncio.run(second).groups] == [2, 4]
+    assert first.policy_version == 0 and first.generate_s >= 0.0
+
+
+def test_a_restored_cursor_continues_the_uninterrupted_sequence() -> None:
+    uninterrupted, _ = _orchestrator(_examples(5), prompts_per_step=2)
+    want = _produced_ids(uninterrupted, range(5))  # 10 examples: two epochs of 5
+    first, _ = _orchestrator(_examples(5), prompts_per_step=2)
+    got = _produced_ids(first, range(3))  # steps 0-2: crosses into epoch 1
+    saved = first.cursor.state()
+    assert saved == {"epoch": 1, "position": 1}
+    resumed, _ = _orchestrator(_examples(5), prompts_per_step=2, cursor=saved)
+    got += _produced_ids(resumed, range(3, 5))
+    assert got == want == [[3, 0], [2, 4], [1, 0], [2, 3], [4, 1]]
+
+
+# ids: 0 has signal, 1 has zero variance, 2 is all errored, 3 has signal and one errored rollout
+MIXED = [
+    {"id": 0, "completions": ["1", "0", "1", "0"]},
+    {"id": 1, "completions": ["1", "1", "1", "1"]},
+    {"id": 2, "completions": ["boom"] * 4},
+    {"id": 3, "completions": ["1", "0", "0", "boom"]},
+]
+
+
+def _step(advantage: AdvantageConfig) -> tuple[StepRollouts, dict[int, Any]]:
+    orch, _ = _orchestrator(MIXED, prompts_per_step=4, advantage=advantage)
+    rollouts = asyncio.run(orch.produce(0, policy_version=0))
+    return rollouts, {g.states[0]["info"]["id"]: g for g in rollouts.groups}
+
+
+def test_zero_variance_and_all_errored_groups_are_dropped() -> None:
+    rollouts, by_id = _step(AdvantageConfig())
+    assert {i: g.kept for i, g in by_id.items()} == {0: True, 1: False, 2: False, 3: True}
+    assert {i: g.zero_variance for i, g in by_id.items()} == {0: False, 1: True, 2: True, 3: False}
+    assert (rollouts.zero_variance_groups, rollouts.dropped_groups) == (2, 2)
+    assert sorted(g.states[0]["info"]["id"] for g in rollouts.kept_groups) == [0, 3]
+    assert len(rollouts.all_states) == 16  # every rollout, dropped groups included
+    assert by_id[3].errored_G == [False, False, False, True]
+    assert by_id[2].errored_G == [True] * 4 and all(math.isnan(r) for r in by_id[2].rewards_G)
+    # zero-variance groups kept when asked; an all-errored group never is
+    _, keep_all = _step(AdvantageConfig(drop_zero_variance_groups=False))
+    assert {i: g.kept for i, g in keep_all.items()} == {0: True, 1: True, 2: False, 3: True}
+
+
+def test_advantages_per_group() -> None:
+    rollouts, by_id = _step(AdvantageConfig(scale_rewards="group"))
+    # id 0: [1, 0, 1, 0], mean 0.5, sample std sqrt(1/3) = 0.577350: +-0.5 / (0.577350 + 1e-4) = +-0.865875
+    assert by_id[0].advantages_G == pytest.approx([0.865875, -0.865875, 0.865875, -0.865875], abs=1e-6)
+    # id 3: healthy [1, 0, 0], mean 1/3, squares 4/9 + 1/9 + 1/9 = 2/3, / 2 = 1/3, std 0.577350:
+    # [2/3, -1/3, -1/3] / 0.577450 = [1.154501, -0.577250, -0.577250], the errored rollout 0.0
+    assert by_id[3].advantages_G == pytest.approx([1.154501, -0.577250, -0.577250, 0.0], abs=1e-6)
+    assert by_id[1].advantages_G == [0.0] * 4 and by_id[2].advantages_G == [0.0] * 4
+    assert sorted(rollouts.kept_advantages) == sorted(by_id[0].advantages_G + by_id[3].advantages_G)
+
+
+def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
+    # scale "none": the trainer's advantages are exactly the state["advantage"] the rubric wrote
+    _, by_id = _step(AdvantageConfig(scale_rewards="none", drop_zero_variance_groups=False))
+    for group in by_id.values():
+        assert group.advantages_G == [s["advantage"] for s in group.states]
+    # id 3: healthy [1, 0, 0], mean 1/3: [2/3, -1/3, -1/3, 0]
+    assert by_id[3].advantages_G == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.0])
