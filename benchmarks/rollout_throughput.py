@@ -97,7 +97,7 @@ def main() -> None:
     from envs.backends.vllm import VllmBackend
     from envs.chat import chat_ids
     from envs.models import resolve_model
-    from envs.serve import rl_server
+    from envs.serving.launch import rl_server
 
     model_dir = resolve_model(args.model)
     local = LocalBackend.from_pretrained(str(model_dir), max_batch_rows=args.completions)

@@ -67,7 +67,7 @@ OFFLINE_ENV = {
 
 def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     """Our trainer on ``spec``; per-step times and rewards from its ``metrics.jsonl``."""
-    import train.setup as train_setup
+    import train.task as train_task
     from envs.backends.base import SamplingParams
     from train.config import load_config
     from train.trainer import train
@@ -77,7 +77,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         def forced(**kwargs: Any) -> SamplingParams:
             return SamplingParams(**{**kwargs, "min_tokens": spec["tokens"]})
 
-        train_setup.SamplingParams = forced  # type: ignore[assignment,misc]
+        train_task.SamplingParams = forced  # type: ignore[assignment,misc]
     out_dir = Path(spec["out_dir"]) / "ours"
     rows = spec["prompts_per_step"] * spec["group_size"]
     overrides = [
@@ -344,7 +344,7 @@ def main() -> None:
         work = Path(tmp)
         for model in models:
             if model == "tiny":
-                from envs.tiny_model import build_tiny_model
+                from envs.models.tiny import build_tiny_model
 
                 model_dir = build_tiny_model(work / "tiny-model")
                 steps, lr = args.steps_tiny, args.lr_tiny

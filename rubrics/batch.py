@@ -24,7 +24,7 @@ class InputError(ValueError):
     """Bad input: the message names the file, the place and the reason."""
 
 
-def load_rubric(spec: str) -> Rubric:
+def import_rubric(spec: str) -> Rubric:
     """Resolve ``module:attribute`` to a Rubric (an instance, or a callable that returns one)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

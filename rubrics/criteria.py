@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -25,9 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rubrics.judges.base import render_messages, response_text
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
-
-if TYPE_CHECKING:
-    from rubrics.autograders.graders import Autograder
 
 ToGrade = str | Mapping[str, str]
 """What a grader reads: the response text, or ``{"thinking": ..., "output": ...}``."""
@@ -117,12 +114,26 @@ def _load_text(text: str, source: str, kind: Literal["yaml", "json"]) -> Any:
         raise CriteriaLoadError(f"{source}: not valid {kind.upper()}: {exc}") from exc
 
 
+class Grader(Protocol):
+    """What grades a response against criteria: ``rubrics.autograders.Autograder`` and its subclasses
+    (typed by shape here, so that this module does not import the graders that import it)."""
+
+    @property
+    def gives_verdicts(self) -> bool:
+        """True when the report has a verdict per criterion."""
+        ...
+
+    async def grade(
+        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+    ) -> EvaluationReport:
+        """Grade one response against ``criteria``."""
+        ...
+
+
 class CriteriaRubric:
     """A list of weighted criteria, graded by an autograder."""
 
-    def __init__(
-        self, criteria: Sequence[Criterion | Mapping[str, Any]], autograder: Autograder | None = None
-    ):
+    def __init__(self, criteria: Sequence[Criterion | Mapping[str, Any]], autograder: Grader | None = None):
         self.criteria: list[Criterion] = [_criterion(f"[{i}]", c) for i, c in enumerate(criteria)]
         """The criteria, in order (their indices are the one-shot grader's ``criterion_idx``)."""
         if not self.criteria:
@@ -173,7 +184,7 @@ class CriteriaRubric:
         return [c.model_dump(exclude_none=True) for c in self.criteria]
 
     async def grade(
-        self, to_grade: ToGrade, autograder: Autograder | None = None, query: str | None = None
+        self, to_grade: ToGrade, autograder: Grader | None = None, query: str | None = None
     ) -> EvaluationReport:
         """Grade one response (text, or a dict with ``thinking`` and ``output``)."""
         grader = autograder or self.autograder
@@ -189,7 +200,7 @@ class CriteriaRubric:
         return f"criterion/{index}_{name}" if name else f"criterion/{index}"
 
     def as_rubric(
-        self, autograder: Autograder | None = None, weight: float = 1.0, name: str = "criteria"
+        self, autograder: Grader | None = None, weight: float = 1.0, name: str = "criteria"
     ) -> Rubric:
         """A ``Rubric``: the graded score is the reward, each criterion's verdict (1.0 MET) a metric."""
         grader = autograder or self.autograder
@@ -213,7 +224,7 @@ class CriteriaRubric:
 class _SharedReports:
     """One grading per rollout, shared by the score function and every criterion metric of that rollout."""
 
-    def __init__(self, rubric: CriteriaRubric, grader: Autograder) -> None:
+    def __init__(self, rubric: CriteriaRubric, grader: Grader) -> None:
         self.rubric = rubric
         self.grader = grader
         self.consumers = 1 + (len(rubric.criteria) if grader.gives_verdicts else 0)

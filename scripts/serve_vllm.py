@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/serve_vllm.py MODEL_DIR [--host 127.0.0.1] [--port 8000] [-- VLLM_FLAGS...]
 
-Thin launcher over :func:`envs.serve.serve`; see that module for the flags it passes.
+Thin launcher over :func:`envs.serving.launch.serve`; see that module for the flags it passes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", default=None, help="server log file (default: a temporary file)")
     args = parser.parse_args(args_in)
 
-    from envs.serve import serve
+    from envs.serving.launch import serve
 
     return serve(
         args.model,

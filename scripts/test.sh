@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: lint, format check, type check, then the test suite (CPU only).
+# The test command: lint, format check, type check, import contracts, then the test suite (CPU only).
 #   scripts/test.sh               everything (tests marked vllm run when .venv-vllm exists)
 #   scripts/test.sh -m "not slow" extra arguments go to pytest
 set -euo pipefail
@@ -11,4 +11,5 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 WANDB_M
 echo "== ruff check";  "$PY" -m ruff check .
 echo "== ruff format"; "$PY" -m ruff format --check .
 echo "== mypy";        "$PY" -m mypy
+echo "== import-linter"; .venv/bin/lint-imports --no-cache   # layers train -> envs -> rubrics, no import circles
 echo "== pytest";      "$PY" -m pytest "$@"

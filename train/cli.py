@@ -10,10 +10,10 @@ from pathlib import Path
 
 
 def _score(args: argparse.Namespace) -> int:
-    from rubrics.batch import InputError, load_rubric, read_states, score_states
+    from rubrics.batch import InputError, import_rubric, read_states, score_states
 
     try:
-        rubric = load_rubric(args.rubric)
+        rubric = import_rubric(args.rubric)
         states = read_states(Path(args.data))
     except InputError as exc:
         print(f"rubric-grpo score: {exc}", file=sys.stderr)
@@ -73,7 +73,7 @@ def _rubric_show(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from envs.eval_job import EvalJob, run_job
+    from envs.evaluation.job import EvalJob, run_job
     from rubrics.multistep.io import RubricFileError
 
     fields = {k: v for k, v in vars(args).items() if k in EvalJob.__dataclass_fields__ and v is not None}
@@ -87,7 +87,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from envs.models import ModelNotAvailableError, resolve_model
-    from envs.serve import serve
+    from envs.serving.launch import serve
 
     try:
         model = resolve_model(args.model)

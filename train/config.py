@@ -7,6 +7,7 @@ model is loaded; errors name the file and the field.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,6 +77,19 @@ class EnvConfig(Section):
         return self
 
 
+def deepspeed_launched() -> bool:
+    """Whether ``accelerate launch`` started this process under DeepSpeed."""
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def launched_zero_stage() -> int | None:
+    """The DeepSpeed ZeRO stage ``accelerate launch`` started this process with (None without DeepSpeed)."""
+    if not deepspeed_launched():
+        return None
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "")
+    return int(stage) if stage.isdigit() else None
+
+
 class RolloutConfig(Section):
     """Sampling and the inference backend."""
 
@@ -112,6 +126,11 @@ class RolloutConfig(Section):
             raise ValueError("rollout.vllm_urls: backend 'vllm' needs at least one server URL")
         if self.backend == "vllm" and self.inference_dtype is not None:
             raise ValueError("rollout.inference_dtype: only for backend 'local' (vLLM serves its own dtype)")
+        if self.backend == "local" and launched_zero_stage() == 3:
+            raise ValueError(
+                "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard of "
+                "the weights); use backend 'vllm', or ZeRO-2"
+            )
         return self
 
 

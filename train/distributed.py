@@ -14,14 +14,9 @@ accelerate to read them from): they come from the run config.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from train.config import TrainConfig
-
-
-def _deepspeed_launch() -> bool:
-    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+from train.config import TrainConfig, deepspeed_launched
 
 
 def make_accelerator(cfg: TrainConfig) -> Any:
@@ -34,10 +29,10 @@ def make_accelerator(cfg: TrainConfig) -> Any:
     # process (it assumes a dataloader sharded over the processes), which would run the schedule N times fast.
     common: dict[str, Any] = {"step_scheduler_with_optimizer": False}
     # under DeepSpeed the precision comes from the DeepSpeed config; elsewhere the run config's autocast
-    precision = {} if _deepspeed_launch() else {"mixed_precision": cfg.model.mixed_precision}
+    precision = {} if deepspeed_launched() else {"mixed_precision": cfg.model.mixed_precision}
     if torch.cuda.is_available():
         accelerator = Accelerator(**common, **precision)
-    elif _deepspeed_launch():
+    elif deepspeed_launched():
         accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **common)
     else:  # one CPU process, or several over gloo (``--multi_gpu`` or ``--cpu`` on a CPU-only host)
         accelerator = Accelerator(cpu=True, **common, **precision)

@@ -225,9 +225,6 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     change = after["reward_mean"] - before["reward_mean"]
     change_ci = 1.96 * math.hypot(before["reward_ci95"] / 1.96, after["reward_ci95"] / 1.96)
     verdict = "rose by more than" if change > change_ci else "did not rise by more than"
-    replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
-    diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
-    whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
     lines = [
         f"# Run report: {run_dir.name}",
         "",
@@ -235,12 +232,32 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         f"{before['reward_ci95']:.3f} before, {after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} after, "
         f"change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} scenarios).",
         "",
+        *_summary_table(evals),
+        "",
+        "![curves](report.png)",
+        "",
+        "## Sample replies, before and after",
+        "",
+        *_sample_replies(before_rows, after_rows, samples),
+    ]
+    out = run_dir / "report.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _summary_table(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+    """The before/after table: reward, replies, diversity and repetition, tokens, requirement pass rates."""
+    (before, _), (after, _) = evals["before"], evals["after"]
+    replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
+    diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
+    whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
+    lines = [
         "| held-out | before | after |",
         "|---|---|---|",
         f"| reward mean ± 95% CI | {before['reward_mean']:.3f} ± {before['reward_ci95']:.3f} | "
         f"{after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} |",
+        f"| replies | {len(replies['before'])} | {len(replies['after'])} |",
     ]
-    lines.append(f"| replies | {len(replies['before'])} | {len(replies['after'])} |")
     for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
         lines.append(
             f"| {key} (per reply) | {diversity['before'][key]:.3f} | {diversity['after'][key]:.3f} |"
@@ -257,7 +274,14 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
             rate = summary.get("pass_rates", {}).get(name)
             cells.append(f"{rate['passed']}/{rate['judged']}" if rate else "-")
         lines.append(f"| requirement {name} passed | {cells[0]} | {cells[1]} |")
-    lines += ["", "![curves](report.png)", "", "## Sample replies, before and after", ""]
+    return lines
+
+
+def _sample_replies(
+    before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]], samples: int
+) -> list[str]:
+    """Up to ``samples`` scenarios: the first rollout's replies before and after training."""
+    lines: list[str] = []
     after_by_prompt = {_prompt_key(r): r for r in reversed(after_rows)}  # the first rollout of each scenario
     shown: set[str] = set()
     for row in before_rows:
@@ -269,9 +293,7 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         for when, sample in (("before", row), ("after", after_by_prompt[key])):
             lines.append(f"**{when}** (reward {sample.get('reward', math.nan):.3f}):")
             lines += ["", *(f"> {text}" for text in _quote(_replies(sample), 1200).splitlines()), ""]
-    out = run_dir / "report.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+    return lines
 
 
 def _read_eval(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

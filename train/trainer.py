@@ -10,6 +10,9 @@ Departures from textbook GRPO (each a config switch):
 - groups with zero reward variance are counted and dropped; errored rollouts are left out of their group's
   baseline and of the loss;
 - multi-turn rollouts: environment tokens are attended to but never trained on.
+
+The trainer never names a backend: ``train.backend.make_backend`` builds one from the config, and the
+``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync.
 """
 
 from __future__ import annotations
@@ -19,54 +22,123 @@ import concurrent.futures
 import math
 import threading
 import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from train.config import TrainConfig
 
-
-class _Loop:
-    """An event loop in a background thread: generation, judging and evaluation run there."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="rollouts", daemon=True)
-        self.thread.start()
-
-    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
+T = TypeVar("T")
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Run GRPO as configured; returns the final evaluation summary and the run folder."""
-    import torch
+    """Run GRPO as configured; returns the run folder and the evaluation summaries before and after."""
     from accelerate.utils import set_seed
-    from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
-    from envs.backends.local import LocalBackend
-    from envs.models import resolve_model
-    from train.batching import states_to_batch
-    from train.checkpoint import load_latest, save_checkpoint
-    from train.distributed import make_accelerator, zero_stage
+    from envs.evaluation import evaluate_to_dir
+    from train.backend import PolicyWeights, make_backend
+    from train.checkpoint import load_latest
+    from train.distributed import make_accelerator
     from train.metrics_log import RunLogger
-    from train.report import write_report, write_summary
-    from train.rollout_metrics import rollout_metrics, sample_rows
-    from train.setup import build_env, evaluate, sync_weights
-    from train.step import train_step
+    from train.orchestrator import Orchestrator
+    from train.task import build_task
 
-    # -- 1. processes, model, optimiser -------------------------------------------------------------
+    # -- 1. processes, policy, optimiser ------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
-    if cfg.rollout.backend == "local" and zero_stage(accelerator) == 3:
-        raise ValueError(
-            "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard of "
-            "the weights); use backend 'vllm', or ZeRO-2"
-        )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
+    policy = load_policy(cfg, accelerator)
+    weights = PolicyWeights(accelerator, policy.model)
+
+    # -- 2. backend, environment, data ------------------------------------------------------------------
+    backend = make_backend(cfg, weights.module, policy.tokenizer, policy.model_dir)
+    worker = _Worker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
+    rank, world = accelerator.process_index, accelerator.num_processes
+    env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
+    if not accelerator.is_main_process:
+        eval_examples = []  # evaluation (and its files) belong to the main process
+
+    # -- 3. resume --------------------------------------------------------------------------------------
+    saved = (load_latest(accelerator, run_dir) if cfg.resume else None) or {}
+    start_step = int(saved.get("step", 0))
+    seed = cfg.seed + 7919 * rank
+    orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.get("cursor"))
+    main = accelerator.is_main_process
+    logger = RunLogger(cfg.logging, cfg.model_dump(), resume_run_id=saved.get("wandb_run_id"), enabled=main)
+    loop = _Loop()
+    if start_step > 0:  # the backend generates with the resumed weights
+        loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
+
+    # -- 4. evaluate before training ----------------------------------------------------------------------
+    def evaluate(folder: str) -> dict[str, Any]:  # the same sampling noise before and after training
+        n, out = cfg.logging.eval_group_size, run_dir / folder
+        return loop.run(evaluate_to_dir(env, backend, eval_examples, n, out, seed=cfg.seed + 424_242))
+
+    before = evaluate("eval_before") if start_step == 0 and eval_examples else None
+    if before is not None:
+        logger.log(0, _numbers(before, "eval/"))
+
+    # -- 5. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
+    prefetch = _Prefetch(orchestrator, loop, cfg)
+    progress = _progress(cfg, accelerator, start_step)
+    for step in range(start_step, cfg.max_steps):
+        (rollouts, cursor), t_wait = _timed(prefetch.take, step)
+        batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend.lock)
+        _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
+        seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
+        metrics = step_metrics(rollouts, step, cfg, batch_stats, seconds)
+        _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
+        progress(step + 1, metrics)
+
+    # -- 6. evaluate after, report ----------------------------------------------------------------------
+    after = None
+    if eval_examples and (start_step < cfg.max_steps or before is None):
+        after = evaluate("eval_after")
+        logger.log(cfg.max_steps, _numbers(after, "eval_final/"))
+    loop.close()
+    logger.finish()
+    if accelerator.is_main_process:
+        _write_reports(run_dir, after is not None)
+    return {"run_dir": str(run_dir), "before": before, "after": after}
+
+
+@dataclass
+class Policy:
+    """The model being trained and what updates it."""
+
+    model: Any
+    """The prepared (accelerate-wrapped) policy."""
+    ref_model: Any | None
+    """The frozen reference model of the KL term (``loss.beta > 0``), else None."""
+    optimizer: Any
+    """AdamW over the policy's parameters (prepared)."""
+    scheduler: Any
+    """The learning-rate schedule (prepared; stepped once per optimiser step)."""
+    tokenizer: Any
+    """The policy's tokenizer."""
+    model_dir: Path
+    """The local folder the policy was loaded from."""
+
+    def learn(self, rollouts: Any, cfg: TrainConfig, accelerator: Any, lock: Any) -> dict[str, float]:
+        """One policy update on a step's kept groups; returns the step's loss statistics."""
+        from train.batching import states_to_batch
+        from train.step import train_step
+
+        pad = self.tokenizer.pad_token_id or 0
+        batch = states_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
+        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
+        args = (self.model, self.ref_model, batch, cfg, accelerator, self.optimizer, self.scheduler, lock)
+        return train_step(*args)
+
+
+def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
+    """The policy, its reference model, optimiser and schedule, prepared by ``accelerator``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+
+    from envs.models import resolve_model
+
     model_dir = resolve_model(cfg.model.name_or_path)
     dtype = getattr(torch, cfg.model.dtype)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -79,186 +151,150 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.loss.beta > 0:
         ref_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval().requires_grad_(False)
         ref_model = ref_model.to(accelerator.device)
+    optim = cfg.optim
     optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=cfg.optim.learning_rate,
-        betas=cfg.optim.adam_betas,
-        weight_decay=cfg.optim.weight_decay,
+        model.parameters(), lr=optim.learning_rate, betas=optim.adam_betas, weight_decay=optim.weight_decay
     )
-    scheduler = get_scheduler(cfg.optim.schedule, optimizer, cfg.optim.warmup_steps, cfg.max_steps)
+    scheduler = get_scheduler(optim.schedule, optimizer, optim.warmup_steps, cfg.max_steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    policy = accelerator.unwrap_model(model)
+    return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
 
-    # -- 2. environment, backend, orchestrator -----------------------------------------------------
-    sampler = _sampling_copy(cfg, accelerator, policy)  # None: sample from the policy itself
-    if cfg.rollout.backend == "local":
-        backend: Any = LocalBackend(
-            sampler or policy, tokenizer, max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size
-        )
-    else:
-        from envs.backends.vllm import VllmBackend
 
-        backend = VllmBackend(cfg.rollout.vllm_urls, str(model_dir))
-    # torch work shares the local backend's one thread (see envs.backends.local: two OpenMP teams on one
-    # CPU slow every kernel down); the local backend then generates and trains in turn, never at once
-    executor = getattr(backend, "executor", None)
+async def _sync(cfg: TrainConfig, backend: Any, weights: Any, tokenizer: Any, step: int) -> None:
+    """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``."""
+    await backend.sync_weights(weights, step)
+    if cfg.rollout.check_sync:
+        await backend.check_sync(weights, tokenizer)
 
-    def compute(fn: Any, *args: Any) -> Any:
-        return executor.submit(fn, *args).result() if executor is not None else fn(*args)
 
-    env, train_examples, eval_examples = build_env(
-        cfg, tokenizer, rank=accelerator.process_index, world=accelerator.num_processes
+def step_metrics(
+    rollouts: Any,
+    step: int,
+    cfg: TrainConfig,
+    batch_stats: dict[str, float],
+    seconds: dict[str, float],
+) -> dict[str, float]:
+    """Everything logged for one step: rollouts, groups, the update's statistics, the time split."""
+    from train.rollout_metrics import rollout_metrics
+
+    metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
+    metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / cfg.rollout.prompts_per_step
+    metrics["groups/dropped"] = float(rollouts.dropped_groups)
+    metrics["off_policy_steps"] = float(step - rollouts.policy_version)
+    tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
+    metrics.update({f"train/{k}": v for k, v in batch_stats.items()})
+    metrics.update(
+        {
+            "time/generate_and_score_s": rollouts.generate_s,
+            "time/wait_s": seconds["wait"],
+            "time/train_s": seconds["train"],
+            "time/sync_s": seconds["sync"],
+            "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
+        }
     )
-    if not accelerator.is_main_process:
-        eval_examples = []  # evaluation (and its files) belong to the main process
+    return metrics
 
-    # -- 3. resume ----------------------------------------------------------------------------------
-    state = load_latest(accelerator, run_dir) if cfg.resume else None
-    start_step = int(state["step"]) if state else 0
-    from train.orchestrator import Orchestrator
 
-    orchestrator = Orchestrator(
-        env,
-        backend,
-        train_examples,
-        cfg.rollout.prompts_per_step,
-        cfg.rollout.group_size,
-        cfg.advantage,
-        seed=cfg.seed + 7919 * accelerator.process_index,
-        cursor=(state or {}).get("cursor"),
-    )
-    logger = RunLogger(
-        cfg.logging,
-        cfg.model_dump(),
-        resume_run_id=(state or {}).get("wandb_run_id"),
-        enabled=accelerator.is_main_process,
-    )
-    loop = _Loop()
-    if start_step > 0 and cfg.rollout.backend == "vllm":
-        loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend, start_step)).result()
-    if sampler is not None:
-        compute(_copy_weights, policy, sampler)
+def _log_and_save(
+    cfg: TrainConfig,
+    accelerator: Any,
+    logger: Any,
+    policy: Policy,
+    rollouts: Any,
+    step: int,
+    metrics: dict[str, float],
+    cursor: dict[str, int],
+) -> None:
+    """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
+    from train.checkpoint import save_checkpoint
+    from train.rollout_metrics import sample_rows
 
-    # -- 4. evaluate before training ------------------------------------------------------------------
-    before = None
-    if start_step == 0 and eval_examples:
-        before = loop.submit(evaluate(cfg, env, backend, eval_examples, run_dir / "eval_before")).result()
-        logger.log(0, {f"eval/{k}": v for k, v in before.items() if isinstance(v, int | float)})
-
-    # -- 5. the loop ---------------------------------------------------------------------------------
-    pending: dict[int, concurrent.futures.Future[Any]] = {}
-    cursors: dict[int, dict[str, int]] = {}
-
-    def request(step: int, version: int) -> None:
-        """Start generating ``step``'s rollouts with the weights of ``version`` optimiser steps."""
-        if step < cfg.max_steps and step not in pending:
-            pending[step] = loop.submit(orchestrator.produce(step, policy_version=version))
-            cursors[step] = orchestrator.cursor.state()  # the cursor once step's examples are taken
-
-    def learn(rollouts: Any) -> dict[str, float]:
-        """The policy update on one step's scored groups."""
-        batch = states_to_batch(
-            rollouts.groups,
-            rollouts.advantages,
-            tokenizer.pad_token_id or 0,
-            cfg.loss.mask_truncated_completions,
+    done = step + 1
+    logger.log(done, metrics)
+    if done % cfg.logging.sample_every == 0:
+        logger.log_samples(done, sample_rows(rollouts.all_states))
+    last = done == cfg.max_steps
+    if done % cfg.logging.checkpoint_every == 0 or last:
+        extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
+        model = policy.model if last else None
+        save_checkpoint(
+            accelerator, Path(cfg.logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
         )
-        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
-        lock = getattr(backend, "lock", None)
-        return train_step(model, ref_model, batch, cfg, accelerator, optimizer, scheduler, lock)
-
-    progress = _progress(cfg, accelerator, start_step)
-    for step in range(start_step, cfg.max_steps):
-        for ahead in range(cfg.rollout.max_off_policy_steps + 1):
-            request(step + ahead, version=step)
-        t0 = time.perf_counter()
-        rollouts = pending.pop(step).result()
-        t_generate = time.perf_counter() - t0
-
-        advantages = [a for group in rollouts.advantages for a in group]
-        metrics = rollout_metrics(rollouts.all_states, advantages)
-        metrics["groups/zero_variance_fraction"] = (
-            rollouts.zero_variance_groups / cfg.rollout.prompts_per_step
-        )
-        metrics["groups/dropped"] = float(rollouts.dropped_groups)
-        metrics["off_policy_steps"] = float(step - rollouts.policy_version)
-
-        t0 = time.perf_counter()
-        batch_stats = compute(learn, rollouts)
-        t_train = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        if cfg.rollout.backend == "vllm":
-            loop.submit(sync_weights(cfg, accelerator, model, tokenizer, backend, step + 1)).result()
-        elif sampler is not None:
-            with backend.lock:
-                compute(_copy_weights, policy, sampler)
-        t_sync = time.perf_counter() - t0
-
-        tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
-        metrics.update({f"train/{k}": v for k, v in batch_stats.items()})
-        metrics.update(
-            {
-                "time/generate_and_score_s": rollouts.generate_s,
-                "time/wait_s": t_generate,
-                "time/train_s": t_train,
-                "time/sync_s": t_sync,
-                "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
-            }
-        )
-        logger.log(step + 1, metrics)
-        if (step + 1) % cfg.logging.sample_every == 0:
-            logger.log_samples(step + 1, sample_rows(rollouts.all_states))
-        last = step + 1 == cfg.max_steps
-        if (step + 1) % cfg.logging.checkpoint_every == 0 or last:  # the last one also holds a plain model/
-            extra = {"cursor": cursors.pop(step), "wandb_run_id": logger.run_id}
-            save_checkpoint(
-                accelerator, run_dir, step + 1, extra, model=model if last else None, tokenizer=tokenizer
-            )
-        else:
-            cursors.pop(step)
-        progress(step + 1, metrics)
-
-    # -- 6. evaluate after, report ----------------------------------------------------------------------
-    after = None
-    if eval_examples and (start_step < cfg.max_steps or before is None):
-        after = loop.submit(evaluate(cfg, env, backend, eval_examples, run_dir / "eval_after")).result()
-        logger.log(
-            cfg.max_steps, {f"eval_final/{k}": v for k, v in after.items() if isinstance(v, int | float)}
-        )
-    loop.close()
-    logger.finish()
-    if accelerator.is_main_process:
-        write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
-        if after is not None and (run_dir / "eval_before" / "summary.json").is_file():
-            print(f"report: {write_summary(run_dir)}", flush=True)
-    return {"run_dir": str(run_dir), "before": before, "after": after}
 
 
-def _sampling_copy(cfg: TrainConfig, accelerator: Any, policy: Any) -> Any:
-    """The local backend's copy of the policy in ``rollout.inference_dtype``, or None to share the policy."""
-    import copy
-
-    import torch
-
-    if cfg.rollout.backend != "local" or cfg.rollout.inference_dtype in (None, cfg.model.dtype):
-        return None
-    sampler = copy.deepcopy(policy).to(getattr(torch, cfg.rollout.inference_dtype))
-    for wrapper in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs plain
-        sampler.__dict__.pop(wrapper, None)
-    return sampler.eval().requires_grad_(False)
+def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
+    """The numeric entries of an evaluation summary, as metrics under ``prefix``."""
+    return {f"{prefix}{k}": v for k, v in summary.items() if isinstance(v, int | float)}
 
 
-def _copy_weights(policy: Any, sampler: Any) -> None:
-    """Refresh the sampling copy from the policy (same architecture: parameters pair up in order)."""
-    import torch
+def _write_reports(run_dir: Path, evaluated_after: bool) -> None:
+    """``report.png`` from the metrics, and ``report.md`` when both evaluations exist."""
+    from train.report import write_report, write_summary
 
-    with torch.no_grad():
-        for target, source in zip(sampler.parameters(), policy.parameters(), strict=True):
-            target.copy_(source)
+    write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
+    if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
+        print(f"report: {write_summary(run_dir)}", flush=True)
 
 
-def _progress(cfg: TrainConfig, accelerator: Any, start: int) -> Any:
+class _Loop:
+    """An event loop in a background thread: generation, judging, weight sync and evaluation run there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rollouts", daemon=True)
+        self.thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return self.submit(coro).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+
+
+class _Worker:
+    """Runs torch work on the backend's thread when it has one (two OpenMP teams on one CPU slow every
+    kernel down; the local backend then generates and trains in turn), else in the caller's thread."""
+
+    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
+        self.executor = executor
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.executor.submit(fn, *args).result() if self.executor is not None else fn(*args)
+
+
+class _Prefetch:
+    """Steps' rollouts requested up to ``rollout.max_off_policy_steps`` ahead of the trainer, each with the
+    data cursor a checkpoint of that step must hold (taken when its examples were)."""
+
+    def __init__(self, orchestrator: Any, loop: _Loop, cfg: TrainConfig) -> None:
+        self.orchestrator, self.loop, self.cfg = orchestrator, loop, cfg
+        self.pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self.cursors: dict[int, dict[str, int]] = {}
+
+    def take(self, step: int) -> tuple[Any, dict[str, int]]:
+        """``step``'s rollouts (waiting for them) and cursor; first requests the steps ahead with the
+        weights of ``step`` optimiser steps."""
+        for ahead in range(self.cfg.rollout.max_off_policy_steps + 1):
+            k = step + ahead
+            if k < self.cfg.max_steps and k not in self.pending:
+                self.pending[k] = self.loop.submit(self.orchestrator.produce(k, policy_version=step))
+                self.cursors[k] = self.orchestrator.cursor.state()
+        return self.pending.pop(step).result(), self.cursors.pop(step)
+
+
+def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """``fn(*args)`` and its wall time in seconds."""
+    start = time.perf_counter()
+    return fn(*args), time.perf_counter() - start
+
+
+def _progress(cfg: TrainConfig, accelerator: Any, start: int) -> Callable[[int, dict[str, float]], None]:
     """A live one-line progress report on the main process."""
     show = cfg.logging.progress and accelerator.is_main_process
     started = time.perf_counter()

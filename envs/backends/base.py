@@ -1,7 +1,19 @@
-"""The inference protocol every backend speaks: token ids in, token ids and logprobs out."""
+"""The protocols every backend speaks.
+
+``InferenceBackend``: token ids in, token ids and logprobs out (what environments and evaluations need).
+``TrainingBackend``: an ``InferenceBackend`` that a trainer drives: where torch work sharing the model must
+run (``executor``), the lock held while weights change (``lock``), ``sync_weights`` after each optimiser step
+and ``check_sync``. The trainer sees only this protocol; each backend owns its differences (the local
+backend copies into its sampling copy or does nothing, the vLLM backend pushes to its servers).
+``WeightSource`` is the trainer's policy as a backend sees it when the weights change.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,3 +81,90 @@ class InferenceBackend(Protocol):
     async def close(self) -> None:
         """Release connections, threads and models."""
         ...
+
+
+@runtime_checkable
+class WeightSource(Protocol):
+    """The trainer's policy, as a backend sees it when the weights change (possibly sharded)."""
+
+    @property
+    def module(self) -> Any:
+        """The unwrapped policy module (its parameters; forward passes are collective under sharding)."""
+        ...
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process is the one that talks to inference servers."""
+        ...
+
+    def full_state_dict(self) -> Mapping[str, Any]:
+        """The whole state dict on the main process (collective: every process calls it)."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait until every process arrives here."""
+        ...
+
+
+@runtime_checkable
+class TrainingBackend(InferenceBackend, Protocol):
+    """An ``InferenceBackend`` a trainer drives: concurrency and weight sync included."""
+
+    executor: concurrent.futures.Executor | None
+    """The thread that torch work sharing the model must run on (None: any thread)."""
+    lock: contextlib.AbstractContextManager[Any]
+    """Held while generating; the trainer holds it while the weights change under generation."""
+
+    async def sync_weights(self, weights: WeightSource, step: int) -> None:
+        """Make generation use the policy's current weights (labelled ``step``). Every process calls it."""
+        ...
+
+    async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
+        """Raise if generation does not follow the policy's weights. Every process calls it."""
+        ...
+
+
+class InProcessWeights:
+    """A base for backends whose generation always sees the policy's weights (no sync to do).
+
+    ``executor`` None, a lock of its own, ``sync_weights`` and ``check_sync`` that do nothing: what a test's
+    scripted backend or a backend sampling from the trainer's own module needs."""
+
+    executor: concurrent.futures.Executor | None = None
+    lock: contextlib.AbstractContextManager[Any]
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    async def sync_weights(self, weights: WeightSource, step: int) -> None:
+        """Nothing to do: generation reads the policy itself."""
+        return None
+
+    async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
+        """Nothing to check: generation reads the policy itself."""
+        return None
+
+
+async def compare_greedy(
+    backend: InferenceBackend, weights: WeightSource, tokenizer: Any, tokens: int = 8
+) -> None:
+    """Raise if the backend's greedy continuation of a fixed prompt differs from the policy's.
+
+    The policy's side runs on every process (under ZeRO-3 each forward pass gathers the sharded parameters
+    collectively); only the main process asks the backend and compares."""
+    import torch
+
+    from envs.chat import chat_ids
+
+    prompt = chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
+    policy = weights.module
+    ids = torch.tensor([prompt], device=next(policy.parameters()).device)
+    with torch.no_grad():
+        local = policy.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, do_sample=False
+        )[0, len(prompt) :].tolist()
+    if not weights.is_main:
+        return
+    (served,) = await backend.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=tokens))
+    if served.completion_ids != local[: len(served.completion_ids)]:
+        raise RuntimeError(f"weight sync check failed: server {served.completion_ids} != trainer {local}")

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.backends.base import Sample, SamplingParams
+from envs.backends.base import Sample, SamplingParams, WeightSource
 
 
 @dataclass
@@ -67,21 +68,24 @@ class LocalBackend:
         tokenizer: Any,
         max_batch_rows: int = 64,
         executor: concurrent.futures.Executor | None = None,
+        sampling_dtype: str | None = None,
     ) -> None:
-        self.model = model
-        """The policy (shared with the trainer: weight sync is free)."""
+        self.model = _sampling_copy(model, sampling_dtype)
+        """What generates: the policy itself (shared with the trainer: weight sync is free), or a copy of it
+        in ``sampling_dtype`` that ``sync_weights`` refreshes after each optimiser step."""
         self.tokenizer = tokenizer
         """Its tokenizer (for decoding text and the end-of-sequence ids)."""
         self.max_batch_rows = max_batch_rows
         """Most sequences generated together in one ``generate`` call."""
         self.share_prefill = True
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
-        self.lock = threading.Lock()
+        self.lock: contextlib.AbstractContextManager[Any] = threading.Lock()
         """Held while generating; the trainer holds it while it updates the weights."""
         self._owns_executor = executor is None
-        self.executor = executor or concurrent.futures.ThreadPoolExecutor(
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="local-backend"
         )
+        self.executor: concurrent.futures.Executor | None = self._executor
         """The single thread that runs ``generate`` (see the module docstring); shareable with a trainer."""
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
@@ -120,7 +124,7 @@ class LocalBackend:
             batch = self._take_batch()
             try:
                 results = await asyncio.get_running_loop().run_in_executor(
-                    self.executor, self._generate_batch, batch
+                    self._executor, self._generate_batch, batch
                 )
             except Exception as exc:
                 for request in batch:
@@ -228,12 +232,44 @@ class LocalBackend:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Sample(completion_ids=ids, logprobs=logprobs, text=text, finish_reason=reason)
 
+    async def sync_weights(self, weights: WeightSource, step: int) -> None:
+        """Refresh the sampling copy from the policy, on the worker thread and under the lock (so queued
+        generation never sees half-copied weights); nothing to do when generating from the policy itself."""
+        if self.model is weights.module:
+            return
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._copy_weights, weights.module)
+
+    def _copy_weights(self, policy: Any) -> None:
+        import torch
+
+        with self.lock, torch.no_grad():  # same architecture: the parameters pair up in order
+            for target, source in zip(self.model.parameters(), policy.parameters(), strict=True):
+                target.copy_(source)
+
+    async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
+        """Nothing to check: generation reads the policy, or a copy refreshed from it in this process."""
+        return None
+
     async def close(self) -> None:
         """Finish the work in flight and stop the worker thread (the model belongs to the caller)."""
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
         if self._owns_executor:
-            self.executor.shutdown(wait=True)
+            self._executor.shutdown(wait=True)
+
+
+def _sampling_copy(policy: Any, dtype: str | None) -> Any:
+    """``policy`` itself, or a frozen copy of it in ``dtype`` when that differs from the policy's dtype."""
+    import copy
+
+    import torch
+
+    if dtype is None or getattr(torch, dtype) == next(policy.parameters()).dtype:
+        return policy
+    sampler = copy.deepcopy(policy).to(getattr(torch, dtype))
+    for wrapper in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs plain
+        sampler.__dict__.pop(wrapper, None)
+    return sampler.eval().requires_grad_(False)
 
 
 def _batch_key(params: SamplingParams) -> tuple[Any, ...]:

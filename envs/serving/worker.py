@@ -1,6 +1,6 @@
 """Server-side weight reloads for a running vLLM server (the CPU path of DESIGN.md section 6b).
 
-Loaded into vLLM's workers with ``--worker-extension-cls envs.vllm_worker.WeightSyncExtension`` (vLLM
+Loaded into vLLM's workers with ``--worker-extension-cls envs.serving.worker.WeightSyncExtension`` (vLLM
 mixes the class into its ``Worker``), its methods are called through ``POST /collective_rpc`` when the
 server runs with ``VLLM_SERVER_DEV_MODE=1``::
 
@@ -20,7 +20,7 @@ The file (or every ``*.safetensors`` file of a folder) must hold checkpoint-form
 the Hugging Face model, e.g. ``model.layers.0.self_attn.q_proj.weight``); a subset of the weights updates
 only those layers (the others keep their values). On GPU hosts use vLLM's native weight transfer
 (NCCL/IPC, ``/init_weight_transfer_engine`` ... ``/finish_weight_update``) instead; see
-:mod:`envs.weight_sync`.
+:mod:`envs.serving.weights`.
 
 This module is imported inside the vLLM server's environment; torch, safetensors and vLLM are imported
 inside the methods, so importing it elsewhere is cheap.

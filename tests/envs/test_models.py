@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from envs.tiny_model import IM_END, IM_START, build_tiny_model
+from envs.models.tiny import IM_END, IM_START, build_tiny_model
 
 MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},

@@ -18,8 +18,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from envs.backends.base import BackendError, InferenceBackend, SamplingParams
 from envs.backends.local import LocalBackend
-from envs.backends.vllm import VllmBackend, normalize_base_url
-from envs.vllm_server import VllmServer, find_free_port
+from envs.backends.vllm import VllmBackend
+from envs.serving.server import VllmServer, find_free_port, normalize_base_url
 
 PROMPTS = ["The answer is", "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"]
 vllm_slow = [pytest.mark.vllm, pytest.mark.slow]

@@ -17,7 +17,13 @@ import httpx
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from envs.vllm_server import VllmServer, VllmServerError, default_vllm_python, find_free_port, vllm_available
+from envs.serving.server import (
+    VllmServer,
+    VllmServerError,
+    default_vllm_python,
+    find_free_port,
+    vllm_available,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from envs.vllm_server import VllmServer, find_free_port
-from envs.weight_sync import WeightSyncError, push_weights, save_state_dict
+from envs.serving.server import VllmServer, find_free_port
+from envs.serving.weights import WeightSyncError, push_weights, save_state_dict
 
 PROMPT = "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"
 MAX_TOKENS = 12

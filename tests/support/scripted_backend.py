@@ -1,20 +1,22 @@
 """A backend that replies with fixed texts, tokenised by the real tokenizer (for environment logic tests).
 
-It speaks the real ``InferenceBackend`` protocol; the engine tests use the real local and vLLM backends.
+They speak the real ``TrainingBackend`` protocol (weights in process: nothing to sync), so the trainer can
+run on them too; the engine tests use the real local and vLLM backends.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from envs.backends.base import Sample, SamplingParams
+from envs.backends.base import InProcessWeights, Sample, SamplingParams
 
 
-class ScriptedBackend:
+class ScriptedBackend(InProcessWeights):
     """Returns ``replies[k]`` on a rollout's k-th turn (k counted from the messages already in the prompt:
     each earlier turn added an assistant and a user message, two end-of-message tokens)."""
 
     def __init__(self, tokenizer: Any, replies: list[str], eos: str = "<|im_end|>") -> None:
+        super().__init__()
         self.tokenizer = tokenizer
         self.replies = replies
         self.eos_id = tokenizer.convert_tokens_to_ids(eos)
@@ -41,3 +43,20 @@ class ScriptedBackend:
 
     async def close(self) -> None:
         return None
+
+
+class CyclingBackend(ScriptedBackend):
+    """Returns ``replies`` in turn, one per ``generate`` call, whatever the turn: rollouts of one group that
+    run concurrently get different replies, so the group has reward variance."""
+
+    def __init__(self, tokenizer: Any, replies: list[str], eos: str = "<|im_end|>") -> None:
+        super().__init__(tokenizer, replies, eos)
+        self.calls = 0
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:
+        reply = self.replies[self.calls % len(self.replies)]
+        self.calls += 1
+        ids = [*list(self.tokenizer(reply, add_special_tokens=False)["input_ids"])[: params.max_tokens - 1]]
+        ids.append(self.eos_id)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return [Sample(ids, [-1.0] * len(ids), text, "stop") for _ in range(params.n)]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.vllm_server import VllmServer, default_vllm_python, vllm_available
+from envs.serving.server import VllmServer, default_vllm_python, vllm_available
 
 REQUIRE_VLLM_ENV_VAR = "RUBRIC_GRPO_REQUIRE_VLLM"
 
@@ -54,7 +54,7 @@ def vllm_python_or_skip() -> Path:
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Folder of the tiny random Qwen2 model with its ChatML tokenizer (seed 0), built once per session."""
     pytest.importorskip("transformers", reason="the tiny model needs the train extra (transformers)")
-    from envs.tiny_model import build_tiny_model
+    from envs.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
@@ -83,7 +83,7 @@ def rl_vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
     """The tiny model served for RL: dev-mode control routes, the weight-reload worker extension and
     ``--logprobs-mode processed_logprobs``. Tests that change its weights use ``restore_weights``."""
     python = vllm_python_or_skip()
-    from envs.serve import rl_server
+    from envs.serving.launch import rl_server
 
     log = tmp_path_factory.mktemp("rl-vllm-server") / "server.log"
     server = rl_server(
@@ -98,7 +98,7 @@ def restore_weights(rl_vllm_server: VllmServer, tiny_model_dir: Path) -> Iterato
     """``rl_vllm_server``, given the tiny model's own weights back after the test (it is shared)."""
     import asyncio
 
-    from envs.weight_sync import push_weights
+    from envs.serving.weights import push_weights
 
     yield rl_vllm_server
     asyncio.run(push_weights(rl_vllm_server.base_url, tiny_model_dir / "model.safetensors", timeout_s=60))

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("transformers")
 
 from tests.train.runs import metrics, run_config
-from train.config import load_config
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +76,26 @@ def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_generation_ahead_with_a_sampling_copy_finishes(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The configuration that deadlocked: a batch generated ahead waits on the backend's one thread while
+    the weights are copied into the bf16 sampling copy. The copy now runs on that thread under the lock."""
+    monkeypatch.chdir(ROOT)
+    cfg = run_config(
+        "tiny_test.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=3",
+        "rollout.max_off_policy_steps=1",
+        "rollout.inference_dtype=bfloat16",
+        "env.eval_fraction=0",
+    )
+    train(cfg)
+    rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
+    assert len(rows) == 3 and all(r["time/sync_s"] > 0 for r in rows)
+
+
+@pytest.mark.slow
 def test_bf16_sampling_copy_and_autocast_train(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     cfg = run_config(
@@ -97,31 +116,89 @@ def test_bf16_sampling_copy_and_autocast_train(tiny_model_dir: Path, tmp_path: P
 
 
 def test_sampling_copy_follows_the_policy(tiny_model_dir: Path) -> None:
+    import asyncio
+
     import torch
     from accelerate import Accelerator
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from train.trainer import _copy_weights, _sampling_copy
+    from envs.backends.local import LocalBackend
+    from train.backend import PolicyWeights
 
-    cfg = load_config(
-        ROOT / "configs/train/tiny_test.yaml",
-        [f"model.name_or_path={tiny_model_dir}", "rollout.inference_dtype=bfloat16"],
-    )
     accelerator = Accelerator(cpu=True, mixed_precision="bf16")
-    policy = accelerator.prepare(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
-    sampler = _sampling_copy(cfg, accelerator, policy)
-    assert sampler is not None and "forward" not in sampler.__dict__  # the copy runs without autocast
+    model = accelerator.prepare(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    weights = PolicyWeights(accelerator, model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    backend = LocalBackend(weights.module, tokenizer, sampling_dtype="bfloat16")
+    sampler = backend.model
+    assert (
+        sampler is not weights.module and "forward" not in sampler.__dict__
+    )  # the copy runs without autocast
     assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in sampler.parameters())
     with torch.no_grad():
-        for p in policy.parameters():
+        for p in weights.module.parameters():
             p.add_(0.5)
 
     def in_step() -> bool:
-        pairs = zip(sampler.parameters(), policy.parameters(), strict=True)
+        pairs = zip(sampler.parameters(), weights.module.parameters(), strict=True)
         return all(torch.equal(s, p.bfloat16()) for s, p in pairs)
 
     assert not in_step()
-    _copy_weights(policy, sampler)
+    asyncio.run(backend.sync_weights(weights, step=1))  # on the backend's thread, under its lock
     assert in_step()
-    none = load_config(ROOT / "configs/train/tiny_test.yaml", [f"model.name_or_path={tiny_model_dir}"])
-    assert _sampling_copy(none, accelerator, policy) is None
+    asyncio.run(backend.close())
+    plain = LocalBackend(weights.module, tokenizer, sampling_dtype="float32")  # the policy's own dtype
+    assert plain.model is weights.module
+
+
+@pytest.mark.slow
+def test_multistep_run_takes_real_gradient_steps(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """A scripted policy whose replies alternate between a passing and a failing size-up: groups on safe
+    scenes have reward variance, so the trainer must take optimiser steps that move the weights."""
+    import math
+
+    import torch
+    from safetensors.torch import load_file
+
+    from tests.support.scripted_backend import CyclingBackend
+    from train import backend as train_backend
+
+    monkeypatch.chdir(ROOT)
+    replies = ["The scene is safe. The patient is alert and oriented.", "I will look around first."]
+    backends: list[CyclingBackend] = []
+
+    def scripted(cfg, policy, tokenizer, model_dir):  # the run's backend: the policy is not sampled
+        backends.append(CyclingBackend(tokenizer, replies))
+        return backends[-1]
+
+    monkeypatch.setattr(train_backend, "make_backend", scripted)
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "env.eval_fraction=0",
+        "rollout.inference_dtype=null",
+        "rollout.prompts_per_step=4",
+        "rollout.group_size=2",
+        "rollout.max_tokens=16",
+        "optim.micro_batch_size=4",
+        "optim.learning_rate=1e-2",
+        "logging.progress=false",
+    )
+    train(cfg)
+    rows = [r for r in metrics(tmp_path / "run") if "train/learning_rate" in r]
+    assert len(rows) == 2 and backends[0].calls > 0
+    stepped = [r for r in rows if "train/skipped" not in r]
+    assert stepped, "no step had a group with reward variance"
+    for r in stepped:
+        assert r["groups/dropped"] < 4 and r["train/loss_tokens"] > 0
+        assert (
+            math.isfinite(r["train/loss"])
+            and math.isfinite(r["train/grad_norm"])
+            and r["train/grad_norm"] > 0
+        )
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(next((tmp_path / "run").glob("checkpoints/*/model/model.safetensors")))
+    changed = [name for name, tensor in before.items() if not torch.equal(tensor, after[name])]
+    assert len(changed) > len(before) // 2  # AdamW moves every parameter that got a gradient

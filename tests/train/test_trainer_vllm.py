@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from envs.backends.base import SamplingParams
 from envs.backends.vllm import VllmBackend
-from envs.vllm_server import VllmServer
+from envs.serving.server import VllmServer
 from tests.train.runs import metrics, run_config
 from train.trainer import train
 

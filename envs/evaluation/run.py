@@ -1,0 +1,77 @@
+"""Run an evaluation: ``n`` rollouts of every example through an environment and a backend, scored, written
+to JSONL as they finish; ``evaluate_to_dir`` adds the plot and ``summary.json`` (the trainer's held-out
+evaluations before and after training use it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.backends.base import InferenceBackend
+from envs.environment import Environment
+from envs.evaluation.summary import EvalSummary, plot_summary, summarize
+from rubrics.types import State
+
+
+async def run_eval(
+    env: Environment,
+    backend: InferenceBackend,
+    examples: Sequence[dict[str, Any]],
+    n: int,
+    out_path: str | Path | None = None,
+    concurrency: int = 4,
+    progress: bool = True,
+) -> tuple[EvalSummary, list[State]]:
+    """``n`` rollouts of every example, scored; each group is written to ``out_path`` as it finishes."""
+    from rich.progress import Progress
+
+    out = Path(out_path) if out_path else None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    handle = out.open("w", encoding="utf-8") if out is not None else None
+    semaphore = asyncio.Semaphore(concurrency)
+    states: list[State] = []
+    start = time.perf_counter()
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("rollouts", total=len(examples) * n)
+
+        async def one(example: dict[str, Any]) -> None:
+            async with semaphore:
+                group = await env.run_group(example, backend, n)
+            states.extend(group)
+            if handle is not None:
+                for s in group:
+                    handle.write(json.dumps(s, default=str) + "\n")
+                handle.flush()
+            bar.advance(task, len(group))
+
+        try:
+            await asyncio.gather(*(one(e) for e in examples))
+        finally:
+            if handle is not None:
+                handle.close()
+    return summarize(states, time.perf_counter() - start, len(examples)), states
+
+
+async def evaluate_to_dir(
+    env: Environment,
+    backend: InferenceBackend,
+    examples: Sequence[dict[str, Any]],
+    n: int,
+    out_dir: Path,
+    seed: int,
+) -> dict[str, Any]:
+    """A held-out evaluation written to ``out_dir`` (``rollouts.jsonl``, ``eval.png``, ``summary.json``);
+    returns the summary as a dict. Sampling is seeded from ``seed`` alone, so the evaluations before and
+    after training draw the same noise."""
+    import torch
+
+    torch.manual_seed(seed)
+    summary, states = await run_eval(env, backend, examples, n, out_dir / "rollouts.jsonl", progress=False)
+    plot_summary(summary, states, out_dir / "eval.png")
+    (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str))
+    return summary.as_dict()

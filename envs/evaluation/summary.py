@@ -1,0 +1,142 @@
+"""What an evaluation reports: the summary of scored rollouts (means with 95% intervals, pass rates per
+requirement, diversity), as a table and as a plot."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubrics.types import State, StopReason
+
+
+@dataclass
+class EvalSummary:
+    """What an evaluation measured."""
+
+    rollouts: int = 0
+    """Rollouts run."""
+    examples: int = 0
+    """Distinct examples (scenarios)."""
+    errored: int = 0
+    """Rollouts marked with an error (left out of the reward statistics)."""
+    reward_mean: float = math.nan
+    """Mean reward over healthy rollouts."""
+    reward_ci95: float = math.nan
+    """Half-width of the 95% confidence interval of the mean (normal approximation)."""
+    reward_std: float = math.nan
+    """Standard deviation of the reward."""
+    pass_rates: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per requirement: (judged correct, judged) over all rollouts."""
+    depth: dict[int, int] = field(default_factory=dict)
+    """Histogram of the depth reached."""
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+    """How rollouts ended."""
+    completion_tokens: int = 0
+    """Tokens the model generated."""
+    wall_s: float = 0.0
+    """Wall time of the whole evaluation."""
+    distinct_fraction: float = math.nan
+    """Distinct first replies over rollouts (1.0 = all different): a collapse detector."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of wall time."""
+        return self.completion_tokens / self.wall_s if self.wall_s > 0 else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (JSON)."""
+        return {
+            "rollouts": self.rollouts,
+            "examples": self.examples,
+            "errored": self.errored,
+            "reward_mean": self.reward_mean,
+            "reward_ci95": self.reward_ci95,
+            "reward_std": self.reward_std,
+            "pass_rates": {k: {"passed": p, "judged": j} for k, (p, j) in self.pass_rates.items()},
+            "depth": self.depth,
+            "stop_reasons": self.stop_reasons,
+            "completion_tokens": self.completion_tokens,
+            "wall_s": self.wall_s,
+            "tokens_per_s": self.tokens_per_s,
+            "distinct_fraction": self.distinct_fraction,
+        }
+
+
+def summarize(states: Sequence[State], wall_s: float, examples: int) -> EvalSummary:
+    """Statistics over scored rollouts."""
+    healthy = [s for s in states if not s.get("error") and math.isfinite(s.get("reward", math.nan))]
+    rewards = [float(s["reward"]) for s in healthy]
+    summary = EvalSummary(
+        rollouts=len(states), examples=examples, errored=len(states) - len(healthy), wall_s=wall_s
+    )
+    if rewards:
+        mean = sum(rewards) / len(rewards)
+        var = sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1) if len(rewards) > 1 else 0.0
+        summary.reward_mean, summary.reward_std = mean, math.sqrt(var)
+        summary.reward_ci95 = 1.96 * math.sqrt(var / len(rewards))
+    passes: dict[str, list[int]] = {}
+    depth: Counter[int] = Counter()
+    stops: Counter[str] = Counter()
+    firsts = []
+    for s in states:
+        for r in (s.get("multistep") or {}).get("results", []):
+            entry = passes.setdefault(r["name"], [0, 0])
+            entry[0] += int(bool(r["correct"]))
+            entry[1] += 1
+        depth[int(s.get("metrics", {}).get("depth", 0))] += 1
+        stops[str(s.get("stop_reason") or ("error" if s.get("error") else StopReason.COMPLETED.value))] += 1
+        summary.completion_tokens += sum(len(t["completion_ids"]) for t in s.get("trajectory", []))
+        completion = s.get("completion") or []
+        firsts.append(
+            completion[0]["content"] if isinstance(completion, list) and completion else str(completion)
+        )
+    summary.pass_rates = {k: (v[0], v[1]) for k, v in sorted(passes.items())}
+    summary.depth = dict(sorted(depth.items()))
+    summary.stop_reasons = dict(stops.most_common())
+    summary.distinct_fraction = len(set(firsts)) / len(firsts) if firsts else math.nan
+    return summary
+
+
+def format_summary(summary: EvalSummary) -> str:
+    """The summary as a plain-text table."""
+    lines = [
+        f"rollouts {summary.rollouts} over {summary.examples} examples ({summary.errored} errored)",
+        f"reward   {summary.reward_mean:.3f} ± {summary.reward_ci95:.3f} (95% CI), std {summary.reward_std:.3f}",
+        f"tokens   {summary.completion_tokens} in {summary.wall_s:.1f} s = {summary.tokens_per_s:.1f} tokens/s",
+        f"distinct first replies {summary.distinct_fraction:.2f}",
+        "depth    " + ", ".join(f"{d}: {c}" for d, c in summary.depth.items()),
+        "stops    " + ", ".join(f"{k}: {v}" for k, v in summary.stop_reasons.items()),
+    ]
+    if summary.pass_rates:
+        width = max(len(k) for k in summary.pass_rates)
+        lines.append("requirement pass rates (passed / judged):")
+        for name, (passed, judged) in summary.pass_rates.items():
+            lines.append(f"  {name:<{width}}  {passed:>4} / {judged:<4} {passed / judged:6.1%}")
+    return "\n".join(lines)
+
+
+def plot_summary(summary: EvalSummary, states: Sequence[State], path: str | Path) -> Path:
+    """A PNG with the depth and reward distributions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rewards = [float(s["reward"]) for s in states if math.isfinite(s.get("reward", math.nan))]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.bar([str(d) for d in summary.depth], list(summary.depth.values()), color="#2166ac")
+    ax1.set(title="depth reached", xlabel="levels", ylabel="rollouts")
+    ax2.hist(
+        rewards, bins=20, range=(min(0.0, *rewards), max(1.0, *rewards)) if rewards else None, color="#1b7837"
+    )
+    ax2.axvline(summary.reward_mean, color="black", linestyle="--", label=f"mean {summary.reward_mean:.3f}")
+    ax2.set(title="reward", xlabel="reward", ylabel="rollouts")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

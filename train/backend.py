@@ -1,0 +1,60 @@
+"""The rollout backend of a run, and the trainer's side of weight sync.
+
+``make_backend`` is the one place that reads ``rollout.backend``: the trainer sees only the
+``envs.backends.base.TrainingBackend`` protocol (generation, the thread and lock its torch work shares,
+``sync_weights``, ``check_sync``, ``close``). ``PolicyWeights`` is the policy as a backend sees it when the
+weights change: the unwrapped module, the full state dict gathered from the shards, the main process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.backends.base import TrainingBackend
+from train.config import TrainConfig
+
+
+class PolicyWeights:
+    """The policy being trained, wrapped by ``accelerate`` (possibly sharded by DeepSpeed ZeRO-3)."""
+
+    def __init__(self, accelerator: Any, model: Any) -> None:
+        self.accelerator = accelerator
+        """The run's ``Accelerator``."""
+        self.model = model
+        """The prepared (wrapped) model."""
+
+    @property
+    def module(self) -> Any:
+        """The unwrapped policy."""
+        return self.accelerator.unwrap_model(self.model)
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is the main process (the one that talks to inference servers)."""
+        return bool(self.accelerator.is_main_process)
+
+    def full_state_dict(self) -> Mapping[str, Any]:
+        """Every weight on the main process, whatever the sharding (collective under ZeRO-3)."""
+        return dict(self.accelerator.get_state_dict(self.model))
+
+    def barrier(self) -> None:
+        """Wait for every process."""
+        self.accelerator.wait_for_everyone()
+
+
+def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path) -> TrainingBackend:
+    """The backend ``cfg.rollout`` names, around ``policy`` (the unwrapped module) and its tokenizer."""
+    if cfg.rollout.backend == "local":
+        from envs.backends.local import LocalBackend
+
+        return LocalBackend(
+            policy,
+            tokenizer,
+            max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
+            sampling_dtype=cfg.rollout.inference_dtype,
+        )
+    from envs.backends.vllm import VllmBackend
+
+    return VllmBackend(cfg.rollout.vllm_urls, str(model_dir))
