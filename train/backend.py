@@ -36,8 +36,10 @@ class PolicyWeights:
         return bool(self.accelerator.is_main_process)
 
     def full_state_dict(self) -> Mapping[str, Any]:
-        """Every weight on the main process, whatever the sharding (collective under ZeRO-3)."""
-        return dict(self.accelerator.get_state_dict(self.model))
+        """Every weight on the main process, whatever the sharding (collective under ZeRO-3); empty on the
+        other processes under ZeRO-3."""
+        state_dict = self.accelerator.get_state_dict(self.model)
+        return state_dict if state_dict is not None else {}
 
     def barrier(self) -> None:
         """Wait for every process."""
