@@ -12,6 +12,7 @@ phase and a ``StopReason`` value.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +31,18 @@ def completion_messages(state: State) -> list[dict[str, Any]]:
     if not isinstance(completion, list):
         raise TypeError("this rollout's completion is a string; environments build message lists")
     return completion
+
+
+def mark_failed(state: State, cause: str, message: str) -> None:
+    """Mark a rollout that failed: ``error`` (the message), ``error_cause`` (its kind, for metrics) and the
+    stop reason ``error``."""
+    state["error"] = message
+    state["error_cause"] = cause
+    state["stop_reason"] = StopReason.ERROR.value
+
+
+def _prompt_too_long(state: State, tokens: int, budget: int) -> None:
+    mark_failed(state, "prompt_too_long", f"prompt of {tokens} tokens exceeds the token budget {budget}")
 
 
 class Environment:
@@ -114,12 +127,24 @@ class Environment:
         """``n`` rollouts of one example (a GRPO group), unscored."""
         raise NotImplementedError
 
+    def failed_rollout(self, example: dict[str, Any], exc: Exception) -> State:
+        """A rollout that raised ``exc``: a fresh state marked with the error and its cause."""
+        state = self.new_state(example, self.initial_messages(example))
+        mark_failed(state, type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        return state
+
     async def run_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
-        """``n`` rollouts of one example, scored with the rubric (advantages within the group)."""
+        """``n`` rollouts of one example, scored with the rubric (advantages within the group).
+
+        A rollout that failed (the backend, a judge after its retries, the chat template) is marked and
+        left out of scoring: reward NaN, advantage 0.0, out of its group's baseline and of the loss. The
+        other rollouts of the group go on."""
         start = time.perf_counter()
         states = await self.rollout_group(example, backend, n)
-        await self.rubric.score_group(states)
+        await self.rubric.score_group([s for s in states if not s.get("error")])
         for s in states:
+            if s.get("error") and "reward" not in s:
+                s["reward"], s["advantage"], s["metrics"] = math.nan, 0.0, {}
             s["timing"]["total_ms"] = (time.perf_counter() - start) * 1000.0
         return states
 
@@ -134,14 +159,15 @@ class SingleTurnEnv(Environment):
         states = [self.new_state(example, messages) for _ in range(n)]
         if budget < 1:
             for s in states:
-                s["error"] = (
-                    f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
-                )
+                _prompt_too_long(s, len(prompt_ids), self.max_total_tokens)
             return states
         start = time.perf_counter()
-        samples = await backend.generate(
-            prompt_ids, replace(self.sampling, n=n, max_tokens=min(self.sampling.max_tokens, budget))
-        )
+        try:
+            samples = await backend.generate(
+                prompt_ids, replace(self.sampling, n=n, max_tokens=min(self.sampling.max_tokens, budget))
+            )
+        except Exception as exc:  # one request for the whole group: every rollout of it failed
+            return [self.failed_rollout(example, exc) for _ in range(n)]
         elapsed = (time.perf_counter() - start) * 1000.0
         for state, sample in zip(states, samples, strict=True):
             self.record_turn(state, prompt_ids, sample, messages)
@@ -176,7 +202,14 @@ class MultiTurnEnv(Environment):
         return False
 
     async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
-        return list(await asyncio.gather(*(self.rollout(example, backend) for _ in range(n))))
+        return list(await asyncio.gather(*(self._rollout_or_failure(example, backend) for _ in range(n))))
+
+    async def _rollout_or_failure(self, example: dict[str, Any], backend: InferenceBackend) -> State:
+        """``rollout``, or a failed state when it raised: one rollout's failure ends only that rollout."""
+        try:
+            return await self.rollout(example, backend)
+        except Exception as exc:
+            return self.failed_rollout(example, exc)
 
     async def rollout(self, example: dict[str, Any], backend: InferenceBackend) -> State:
         """One multi-turn rollout."""
@@ -184,9 +217,7 @@ class MultiTurnEnv(Environment):
         state = self.new_state(example, messages)
         prompt_ids = chat_ids(self.tokenizer, messages)
         if len(prompt_ids) >= self.max_total_tokens:
-            state["error"] = (
-                f"prompt of {len(prompt_ids)} tokens exceeds the token budget {self.max_total_tokens}"
-            )
+            _prompt_too_long(state, len(prompt_ids), self.max_total_tokens)
             return state
         await self.setup_state(state)
         while True:

@@ -362,6 +362,7 @@ def write_score(state: State, score: RolloutScore, scoring_ms: float) -> None:
         previous = state.get("error")
         message = "reward function " + "; reward function ".join(score.errors)
         state["error"] = f"{previous}; {message}" if previous else message
+        state.setdefault("error_cause", "reward_function")
 
 
 def write_advantages(states: Sequence[State]) -> None:

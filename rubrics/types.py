@@ -67,6 +67,9 @@ class State(TypedDict, total=False):
     """Wall time per phase in milliseconds (``generation_ms``, ``scoring_ms``, ``total_ms``)."""
     error: str | None
     """Why this rollout cannot be trusted (names the failing function and its message), or None."""
+    error_cause: str
+    """The kind of failure, for metrics: the exception's type (``BackendError``, ``JudgeError``,
+    ``TemplatePrefixError``, ...), ``prompt_too_long`` or ``reward_function``."""
     is_truncated: bool
     """True when generation stopped at the token limit."""
     turn: int
@@ -144,6 +147,8 @@ class StopReason(StrEnum):
     """Multi-step walk: some requirement was judged incorrect (or got no verdict), closing its branch."""
     MISSING_GROUND_TRUTH = "missing_ground_truth"
     """Multi-step walk: the scenario has no ground truth for a requirement the walk reached."""
+    ERROR = "error"
+    """The rollout failed (``error`` and ``error_cause`` say why): left out of scoring, baseline and loss."""
 
 
 __all__ = [

@@ -111,6 +111,10 @@ class RolloutConfig(Section):
     """How many batches the orchestrator may generate ahead of the trainer (0 = strictly on-policy). With the
     local backend the batches ahead are queued, and their generation takes turns with training on one thread;
     with vLLM it overlaps the training step."""
+    max_errored_fraction: float = Field(0.5, ge=0.0, le=1.0)
+    """A rollout that fails (the backend, a judge after its retries, the chat template) is marked, counted
+    per cause (``errored/<cause>``) and left out of its group's baseline and of the loss; the run goes on.
+    When more than this share of one step's rollouts failed, the run stops with the causes named."""
     check_sync: bool = False
     """After each weight sync, check that the server's greedy tokens equal the trainer's."""
     inference_dtype: Literal["float32", "bfloat16", "float16"] | None = None

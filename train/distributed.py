@@ -14,6 +14,8 @@ accelerate to read them from): they come from the run config.
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
 from typing import Any
 
 from train.config import TrainConfig, deepspeed_launched
@@ -35,6 +37,13 @@ def make_accelerator(cfg: TrainConfig) -> Any:
     elif deepspeed_launched():
         accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **common)
     else:  # one CPU process, or several over gloo (``--multi_gpu`` or ``--cpu`` on a CPU-only host)
+        if cfg.model.mixed_precision == "bf16" and not cpu_has_native_bf16():
+            warnings.warn(
+                "model.mixed_precision: bf16 on a CPU without AVX-512 BF16 or AMX: bf16 matrix products are "
+                "emulated and the training step runs many times slower than in float32; set "
+                "model.mixed_precision: 'no' on this machine",
+                stacklevel=2,
+            )
         accelerator = Accelerator(cpu=True, **common, **precision)
     if accelerator.distributed_type == DistributedType.DEEPSPEED:
         ds_config = accelerator.state.deepspeed_plugin.deepspeed_config
@@ -43,6 +52,15 @@ def make_accelerator(cfg: TrainConfig) -> Any:
         ds_config["gradient_clipping"] = cfg.optim.max_grad_norm
         ds_config.pop("train_batch_size", None)  # derived by DeepSpeed from the two above
     return accelerator
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matrix products natively (AVX-512 BF16 or AMX); Linux flags only."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True  # unknown: no warning
+    return any(flag in flags for flag in (" avx512_bf16", " amx_bf16"))
 
 
 def backward(accelerator: Any, loss: Any, last_micro_batch: bool) -> None:

@@ -26,6 +26,11 @@ def first_reply(state: State) -> str:
     return str(completion or "")
 
 
+def error_causes(states: Sequence[State]) -> Counter[str]:
+    """How many rollouts failed, by cause (``state["error_cause"]``; ``unknown`` when only ``error`` is set)."""
+    return Counter(str(s.get("error_cause") or "unknown") for s in states if s.get("error"))
+
+
 def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dict[str, float]:
     """Step metrics of every rollout (errored ones counted, left out of reward statistics)."""
     from train.report import diversity_metrics
@@ -60,6 +65,8 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
     for key, name in pairs:
         spent = [float((s.get("timing") or {}).get(key, 0.0)) / 1000.0 for s in states]
         out[f"time/{name}"] = sum(spent) / max(1, len(spent))
+    for cause, count in error_causes(states).items():
+        out[f"errored/{cause}"] = count / len(states)
     stops = Counter(str(s.get("stop_reason") or "none") for s in states)
     for reason, count in stops.items():
         out[f"stop/{reason}"] = count / len(states)

@@ -20,12 +20,15 @@ from train.loss import importance_weights, policy_loss, token_entropy, token_log
 from train.types import TrainBatch
 
 
-def forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple[Any, Any]:
-    """[B, T] logprobs of each token and [B, T] entropies, from one forward pass.
+def forward_logprobs(
+    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True
+) -> tuple[Any, Any]:
+    """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
 
     The output head runs only from the first position that predicts a loss token (``logits_to_keep``):
     the shared prompt needs no logits, and the head over the vocabulary is the costliest layer of a
-    small model. Positions before that hold 0 (they are masked out of the loss anyway)."""
+    small model and its largest tensor ([B, K, V] logits). Positions before that hold 0 (they are masked
+    out of the loss anyway). The reference model of the KL term is run the same way."""
     import torch
 
     input_ids_BT, mask_BT = batch.input_ids_BT, batch.loss_mask_BT
@@ -40,6 +43,8 @@ def forward_logprobs(model: Any, batch: TrainBatch, temperature: float) -> tuple
     logprobs_BT = torch.nn.functional.pad(
         token_logprobs(logits_BKV, kept_ids_BK, temperature), (width - keep, 0)
     )
+    if not entropy:
+        return logprobs_BT, None
     with torch.no_grad():
         entropy_BT = torch.nn.functional.pad(
             token_entropy(logits_BKV.detach(), temperature), (width - keep, 0)
@@ -98,8 +103,7 @@ def micro_batch_loss(
     ref_logprobs_BT = None
     if ref_model is not None:
         with torch.no_grad(), accelerator.autocast():  # the policy's precision
-            ref_logits = ref_model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_mask_BT).logits
-            ref_logprobs_BT = token_logprobs(ref_logits, mb.input_ids_BT, cfg.rollout.temperature)
+            ref_logprobs_BT, _ = forward_logprobs(ref_model, mb, cfg.rollout.temperature, entropy=False)
     loss, stats = policy_loss(
         logprobs_BT,
         old_logprobs_BT,

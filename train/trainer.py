@@ -22,11 +22,12 @@ import concurrent.futures
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rubrics.types import State
 from train.config import TrainConfig
 
 T = TypeVar("T")
@@ -84,6 +85,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     progress = _progress(cfg, accelerator, start_step)
     for step in range(start_step, cfg.max_steps):
         (rollouts, cursor), t_wait = _timed(prefetch.take, step)
+        check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
         batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend.lock)
         _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
@@ -96,6 +98,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if eval_examples and (start_step < cfg.max_steps or before is None):
         after = evaluate("eval_after")
         logger.log(cfg.max_steps, _numbers(after, "eval_final/"))
+    loop.run(backend.close())
     loop.close()
     logger.finish()
     if accelerator.is_main_process:
@@ -145,6 +148,7 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     model = AutoModelForCausalLM.from_pretrained(
         model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation
     )
+    check_updates_land(model, cfg)
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     ref_model = None
@@ -160,11 +164,63 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
 
 
+MANTISSA_BITS = {"bfloat16": 7, "float16": 10}
+"""Explicit mantissa bits of the half-precision dtypes: a weight ``w`` moves only by at least half a unit
+in the last place, ``|w| * 2**-(bits + 1)``."""
+
+
+def check_updates_land(model: Any, cfg: TrainConfig, max_lost: float = 0.5) -> None:
+    """Refuse a run whose AdamW updates would round away: pure half-precision weights (no fp32 master copy)
+    at a learning rate below half a unit in the last place of most weights. AdamW moves a weight by about
+    the learning rate per step, so with bf16 weights of magnitude 0.02 anything below ~8e-5 is lost.
+    DeepSpeed keeps fp32 master weights of its own, so its launches are not checked."""
+    import torch
+
+    from train.config import deepspeed_launched
+
+    bits = MANTISSA_BITS.get(cfg.model.dtype)
+    if bits is None or deepspeed_launched():
+        return
+    lr = cfg.optim.learning_rate
+    lost = total = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            lost += int((p.detach().abs().float() * 2.0 ** -(bits + 1) > lr).sum())
+            total += p.numel()
+    if lost > max_lost * total:
+        raise ValueError(
+            f"model.dtype: {cfg.model.dtype} weights with AdamW at optim.learning_rate {lr:g}: the updates of "
+            f"{lost / total:.0%} of the parameters are smaller than half a {cfg.model.dtype} step and round "
+            "away, so the policy barely moves; train float32 weights with bf16 autocast instead "
+            "(model.dtype: float32, model.mixed_precision: bf16), or raise the learning rate"
+        )
+
+
 async def _sync(cfg: TrainConfig, backend: Any, weights: Any, tokenizer: Any, step: int) -> None:
     """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``."""
     await backend.sync_weights(weights, step)
     if cfg.rollout.check_sync:
         await backend.check_sync(weights, tokenizer)
+
+
+class TooManyFailedRollouts(RuntimeError):
+    """More of a step's rollouts failed than ``rollout.max_errored_fraction`` allows."""
+
+
+def check_failures(states: Sequence[State], step: int, max_fraction: float) -> None:
+    """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``states`` failed."""
+    from train.rollout_metrics import error_causes
+
+    causes = error_causes(states)
+    failed = sum(causes.values())
+    if failed <= max_fraction * len(states):
+        return
+    counts = ", ".join(f"{cause}: {n}" for cause, n in causes.most_common())
+    first = next(str(s.get("error")) for s in states if s.get("error"))
+    raise TooManyFailedRollouts(
+        f"step {step + 1}: {failed} of {len(states)} rollouts failed ({counts}), more than "
+        f"rollout.max_errored_fraction = {max_fraction}; the first: {first}"
+    )
 
 
 def step_metrics(

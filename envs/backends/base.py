@@ -161,10 +161,45 @@ async def compare_greedy(
     ids = torch.tensor([prompt], device=next(policy.parameters()).device)
     with torch.no_grad():
         local = policy.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, do_sample=False
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=tokens,
+            do_sample=False,
+            **plain_generate_kwargs(),
         )[0, len(prompt) :].tolist()
     if not weights.is_main:
         return
     (served,) = await backend.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=tokens))
     if served.completion_ids != local[: len(served.completion_ids)]:
         raise RuntimeError(f"weight sync check failed: server {served.completion_ids} != trainer {local}")
+
+
+_NEUTRAL_LOGITS_PROCESSING: dict[str, Any] = {
+    "top_k": 0,
+    "min_p": None,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "bad_words_ids": None,
+    "sequence_bias": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "exponential_decay_length_penalty": None,
+    "renormalize_logits": False,
+}
+
+
+def plain_generate_kwargs() -> dict[str, Any]:
+    """``generate`` keyword arguments that switch off every logits processor a model's
+    ``generation_config.json`` may turn on (top_k, min_p, repetition_penalty, ...): transformers fills each
+    setting a call leaves unset from the model's file, which would change the sampled distribution and make
+    the recorded logprobs differ from the trainer's ``log_softmax(logits / temperature)``."""
+    from transformers import GenerationConfig
+
+    known = GenerationConfig()
+    return {k: v for k, v in _NEUTRAL_LOGITS_PROCESSING.items() if hasattr(known, k)}

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.backends.base import Sample, SamplingParams, WeightSource
+from envs.backends.base import Sample, SamplingParams, WeightSource, plain_generate_kwargs
 
 
 @dataclass
@@ -92,6 +92,7 @@ class LocalBackend:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id: int = int(pad)
         self.eos_token_ids: tuple[int, ...] = _eos_ids(model, tokenizer)
+        self._plain = plain_generate_kwargs()
 
     @classmethod
     def from_pretrained(
@@ -167,14 +168,9 @@ class LocalBackend:
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         recorder = _LogprobRecorder(params.temperature)
         stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
-        sampling: dict[str, Any] = {"do_sample": False}
+        sampling: dict[str, Any] = {**self._plain, "do_sample": False}  # none of the model file's defaults
         if params.temperature > 0:
-            sampling = {
-                "do_sample": True,
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "top_k": 0,
-            }
+            sampling.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
         with self.lock, torch.inference_mode():
             cache = self._shared_prefill(rows, input_ids, attention_mask) if self.share_prefill else None
             if params.seed is not None:

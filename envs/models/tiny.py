@@ -195,11 +195,15 @@ def _random_model(config: Any, seed: int, ids: dict[str, int]) -> Any:
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
     model = model.float().eval()
+    # Sampling defaults as real chat models ship them: a server that applied them to requests would
+    # sample from a different distribution than the trainer's (the vLLM tests check that none does).
     model.generation_config = GenerationConfig(
         bos_token_id=ids[END_OF_TEXT],
         eos_token_id=[ids[IM_END], ids[END_OF_TEXT]],
         pad_token_id=ids[END_OF_TEXT],
-        do_sample=False,
+        do_sample=True,
+        top_k=5,
+        repetition_penalty=1.3,
     )
     return model
 

@@ -188,6 +188,10 @@ class VllmServer:
             str(self.max_model_len),
             "--seed",
             str(self.seed),
+            # requests carry every sampling setting: a model's generation_config.json defaults (top_k, min_p,
+            # repetition_penalty) would otherwise apply silently and change the logprobs the loss assumes
+            "--generation-config",
+            "vllm",
         ]
         if self.enforce_eager:
             cmd.append("--enforce-eager")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ from envs.environment import MultiTurnEnv, SingleTurnEnv
 from envs.multistep_env import MultiStepMultiTurnEnv
 from envs.sequence import TrajectoryError, build_sequence
 from rubrics import Rubric
+from rubrics.judges.base import JudgeError
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
 from rubrics.types import StopReason
-from tests.support.scripted_backend import ScriptedBackend
+from tests.support.scripted_backend import FlakyBackend, ScriptedBackend
 
 QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
 
@@ -319,8 +321,8 @@ async def test_a_prompt_over_the_budget_is_an_error_and_runs_no_walk(tiny_model_
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO], tokenizer, max_total_tokens=8)
     (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, ["x"]), n=1)
-    assert "exceeds the token budget 8" in state["error"]
-    assert "stop_reason" not in state and "multistep" not in state and state["trajectory"] == []
+    assert "exceeds the token budget 8" in state["error"] and state["error_cause"] == "prompt_too_long"
+    assert state["stop_reason"] == "error" and "multistep" not in state and state["trajectory"] == []
     assert not [k for k in state if k.startswith("_")]
 
 
@@ -356,3 +358,42 @@ async def test_multi_turn_stop_reasons(
     env = StoppingEnv([{"prompt": QUESTION}], Rubric(funcs=[length_reward]), tokenizer, max_turns=3)
     (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, replies), n=1)
     assert state["stop_reason"] == stop and type(state["stop_reason"]) is str and state["turn"] == turns
+
+
+# -- failures stay with their rollout ----------------------------------------------------------------------
+
+
+class FlakyJudge(RuleJudge):
+    """The rule judge, except that a reply saying "boom" gets no verdict (as an LLM judge after its retries)."""
+
+    async def judge(self, requirement, prompt, completion, truth):
+        if "boom" in str(completion):
+            raise JudgeError(f"judge gave no verdict on {requirement.name!r} after 3 attempts")
+        return await super().judge(requirement, prompt, completion, truth)
+
+
+async def test_a_failing_rollout_is_marked_and_the_group_goes_on(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    rubric = reveal_rubric()
+    rubric.judges["rules"] = FlakyJudge()
+    env = MultiStepMultiTurnEnv(rubric, [SCENARIO], tokenizer, sampling=SamplingParams(max_tokens=40))
+    replies = ["The scene is safe.", "boom", "The scene is not safe.", "I wait."]  # call 4 fails anyway
+    backend = FlakyBackend(tokenizer, replies, fail_every=4)
+    states = await env.run_group(env.dataset[0], backend, n=4)  # each rollout stops after its first reply
+    causes = [s.get("error_cause") for s in states]
+    assert causes == [None, "JudgeError", None, "BackendError"]
+    for s in states[1::2]:  # failed: out of scoring, of the baseline and of the loss
+        assert s["stop_reason"] == "error" and math.isnan(s["reward"]) and s["advantage"] == 0.0
+        assert "sequence" not in s and s["error"].startswith(s["error_cause"])
+    healthy = [s for s in states if not s.get("error")]
+    assert [s["multistep"]["results"][0]["correct"] for s in healthy] == [True, False]
+    assert healthy[0]["advantage"] > 0  # the baseline is the mean of the two healthy rollouts
+    assert healthy[0]["advantage"] == pytest.approx(-healthy[1]["advantage"])
+
+
+async def test_a_group_sampled_in_one_request_fails_together(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    env = SingleTurnEnv([{"prompt": "Hi"}], Rubric(funcs=[length_reward]), tokenizer)
+    states = await env.run_group(env.dataset[0], FlakyBackend(tokenizer, ["x"], fail_every=1), n=3)
+    assert [s["error_cause"] for s in states] == ["BackendError"] * 3
+    assert all(math.isnan(s["reward"]) and s["advantage"] == 0.0 for s in states)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.backends.base import InProcessWeights, Sample, SamplingParams
+from envs.backends.base import BackendError, InProcessWeights, Sample, SamplingParams
 
 
 class ScriptedBackend(InProcessWeights):
@@ -60,3 +60,17 @@ class CyclingBackend(ScriptedBackend):
         ids.append(self.eos_id)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return [Sample(ids, [-1.0] * len(ids), text, "stop") for _ in range(params.n)]
+
+
+class FlakyBackend(CyclingBackend):
+    """A backend whose every ``fail_every``-th request fails, as a server that went away does."""
+
+    def __init__(self, tokenizer: Any, replies: list[str], fail_every: int) -> None:
+        super().__init__(tokenizer, replies)
+        self.fail_every = fail_every
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams):
+        if (self.calls + 1) % self.fail_every == 0:
+            self.calls += 1
+            raise BackendError("vLLM server http://127.0.0.1:1 failed after 3 attempt(s): connection refused")
+        return await super().generate(prompt_ids, params)

@@ -39,3 +39,7 @@ def test_logits_to_keep_gives_the_same_logprobs_on_loss_tokens(tiny_model_dir: P
     assert torch.allclose(got_ent[mask], want_ent[mask], atol=1e-4)
     # the first loss column is 3 (second sequence): positions before it were never computed
     assert torch.all(got_lp[:, :3] == 0)
+    # the reference model of the KL term runs the same way, without the entropy
+    with torch.no_grad():
+        ref_lp, no_entropy = forward_logprobs(model, batch, temperature=0.7, entropy=False)
+    assert no_entropy is None and torch.equal(ref_lp, got_lp)

@@ -59,7 +59,14 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
 
 
 @pytest.mark.slow
-def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("inference_dtype", [None, "bfloat16"])
+def test_off_policy_generation_runs_one_step_ahead(
+    inference_dtype: str | None, tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """With a bf16 sampling copy this configuration deadlocked (issue 13): a batch generated ahead waited
+    on the backend's one thread while the weights were copied. The copy now runs on that thread, under the
+    lock, as one more job in its queue."""
     monkeypatch.chdir(ROOT)
     cfg = run_config(
         "tiny_test.yaml",
@@ -67,32 +74,13 @@ def test_off_policy_generation_runs_one_step_ahead(tiny_model_dir: Path, tmp_pat
         tmp_path / "run",
         "max_steps=3",
         "rollout.max_off_policy_steps=1",
+        f"rollout.inference_dtype={inference_dtype or 'null'}",
         "env.eval_fraction=0",
     )
     train(cfg)
     rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
     assert [r["off_policy_steps"] for r in rows] == [0.0, 1.0, 1.0]
     assert all(r["train/loss_tokens"] > 0 for r in rows)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_generation_ahead_with_a_sampling_copy_finishes(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    """The configuration that deadlocked: a batch generated ahead waits on the backend's one thread while
-    the weights are copied into the bf16 sampling copy. The copy now runs on that thread under the lock."""
-    monkeypatch.chdir(ROOT)
-    cfg = run_config(
-        "tiny_test.yaml",
-        tiny_model_dir,
-        tmp_path / "run",
-        "max_steps=3",
-        "rollout.max_off_policy_steps=1",
-        "rollout.inference_dtype=bfloat16",
-        "env.eval_fraction=0",
-    )
-    train(cfg)
-    rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
-    assert len(rows) == 3 and all(r["time/sync_s"] > 0 for r in rows)
 
 
 @pytest.mark.slow
@@ -151,6 +139,32 @@ def test_sampling_copy_follows_the_policy(tiny_model_dir: Path) -> None:
     assert plain.model is weights.module
 
 
+def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_factory, *overrides: str):
+    """The multi-step main job's config on the tiny model, with ``backend_factory(tokenizer)`` as the run's
+    backend (scripted replies: the policy is trained but not sampled)."""
+    from train import backend as train_backend
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(
+        train_backend, "make_backend", lambda cfg, policy, tokenizer, model_dir: backend_factory(tokenizer)
+    )
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "env.eval_fraction=0",
+        "rollout.inference_dtype=null",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "rollout.max_tokens=16",
+        "optim.micro_batch_size=4",
+        "logging.progress=false",
+        *overrides,
+    )
+    return train(cfg)
+
+
 @pytest.mark.slow
 def test_multistep_run_takes_real_gradient_steps(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """A scripted policy whose replies alternate between a passing and a failing size-up: groups on safe
@@ -161,32 +175,16 @@ def test_multistep_run_takes_real_gradient_steps(tiny_model_dir: Path, tmp_path:
     from safetensors.torch import load_file
 
     from tests.support.scripted_backend import CyclingBackend
-    from train import backend as train_backend
 
-    monkeypatch.chdir(ROOT)
     replies = ["The scene is safe. The patient is alert and oriented.", "I will look around first."]
     backends: list[CyclingBackend] = []
 
-    def scripted(cfg, policy, tokenizer, model_dir):  # the run's backend: the policy is not sampled
+    def scripted(tokenizer):
         backends.append(CyclingBackend(tokenizer, replies))
         return backends[-1]
 
-    monkeypatch.setattr(train_backend, "make_backend", scripted)
-    cfg = run_config(
-        "first_responder_cpu.yaml",
-        tiny_model_dir,
-        tmp_path / "run",
-        "max_steps=2",
-        "env.eval_fraction=0",
-        "rollout.inference_dtype=null",
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=2",
-        "rollout.max_tokens=16",
-        "optim.micro_batch_size=4",
-        "optim.learning_rate=1e-2",
-        "logging.progress=false",
-    )
-    train(cfg)
+    overrides = ("rollout.prompts_per_step=4", "rollout.group_size=2", "optim.learning_rate=1e-2")
+    _scripted_run(monkeypatch, tmp_path, tiny_model_dir, scripted, *overrides)
     rows = [r for r in metrics(tmp_path / "run") if "train/learning_rate" in r]
     assert len(rows) == 2 and backends[0].calls > 0
     stepped = [r for r in rows if "train/skipped" not in r]
@@ -202,3 +200,106 @@ def test_multistep_run_takes_real_gradient_steps(tiny_model_dir: Path, tmp_path:
     after = load_file(next((tmp_path / "run").glob("checkpoints/*/model/model.safetensors")))
     changed = [name for name, tensor in before.items() if not torch.equal(tensor, after[name])]
     assert len(changed) > len(before) // 2  # AdamW moves every parameter that got a gradient
+
+
+@pytest.mark.slow
+def test_failed_rollouts_are_counted_and_the_run_goes_on(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from tests.support.scripted_backend import FlakyBackend
+
+    replies = ["The scene is safe. The patient is alert and oriented.", "I will look around first."]
+    _scripted_run(monkeypatch, tmp_path, tiny_model_dir, lambda tok: FlakyBackend(tok, replies, fail_every=5))
+    rows = [r for r in metrics(tmp_path / "run") if "train/learning_rate" in r]
+    assert len(rows) == 2
+    assert all(0 < r["errored/BackendError"] == r["errored_fraction"] < 0.5 for r in rows)
+    assert all(r["stop/error"] == r["errored_fraction"] for r in rows)
+
+
+@pytest.mark.slow
+def test_too_many_failed_rollouts_stop_the_run_with_their_causes(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from tests.support.scripted_backend import FlakyBackend
+    from train.trainer import TooManyFailedRollouts
+
+    with pytest.raises(TooManyFailedRollouts, match=r"step 1: 8 of 8 rollouts failed \(BackendError: 8\)"):
+        _scripted_run(
+            monkeypatch,
+            tmp_path,
+            tiny_model_dir,
+            lambda tok: FlakyBackend(tok, ["x"], fail_every=1),
+            "max_steps=1",
+        )
+
+
+def _reply_logprob(model, tokenizer, prompt_ids: list[int], reply: str) -> float:
+    """Mean logprob of ``reply``'s tokens after ``prompt_ids`` (temperature 1)."""
+    import torch
+
+    reply_ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt_ids + reply_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    return float(torch.log_softmax(logits, -1).gather(1, ids[0, len(prompt_ids) :, None]).mean())
+
+
+@pytest.mark.slow
+def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The GPU config's precision and learning rate (fp32 weights, bf16 autocast, lr 1e-6) on the tiny
+    model: nearly every weight changes, and the rewarded reply gains probability while the other loses."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from envs.chat import chat_ids
+    from tests.support.scripted_backend import CyclingBackend
+    from train import backend as train_backend
+    from train.task import build_task
+
+    good, bad = "The scene is safe. The patient is alert and oriented.", "I will look around first."
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(train_backend, "make_backend", lambda c, p, tok, d: CyclingBackend(tok, [good, bad]))
+    cfg = run_config(
+        "first_responder_gpu_vllm.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=2",
+        "env.judge=rules",
+        "env.eval_fraction=0",
+        "rollout.prompts_per_step=4",
+        "rollout.group_size=4",
+        "logging.progress=false",
+    )
+    assert (cfg.model.dtype, cfg.model.mixed_precision, cfg.optim.learning_rate) == ("float32", "bf16", 1e-6)
+    train(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    after = AutoModelForCausalLM.from_pretrained(next((tmp_path / "run").glob("checkpoints/*/model")))
+    moved = total = 0
+    for p0, p1 in zip(before.parameters(), after.parameters(), strict=True):
+        moved += int((p0 != p1).sum())
+        total += p0.numel()
+    assert moved / total > 0.9, f"only {moved / total:.1%} of the weights changed"
+    env, examples, _ = build_task(cfg, tokenizer)
+    safe = next(e for e in examples if e["answer"]["scene_safety"]["answer"] == 1.0)
+    prompt = chat_ids(tokenizer, env.initial_messages(safe))
+    gain = {
+        r: _reply_logprob(after, tokenizer, prompt, r) - _reply_logprob(before, tokenizer, prompt, r)
+        for r in (good, bad)
+    }
+    assert gain[good] > 0 > gain[bad], gain
+
+
+def test_pure_bf16_weights_at_a_small_learning_rate_are_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from accelerate import Accelerator
+
+    from train.trainer import load_policy
+
+    cfg = run_config(
+        "tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.dtype=bfloat16", "optim.learning_rate=1e-6"
+    )
+    with pytest.raises(ValueError, match=r"model.dtype: bfloat16 .* round away"):
+        load_policy(cfg, Accelerator(cpu=True))
+    fine = run_config(
+        "tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.dtype=bfloat16", "optim.learning_rate=1e-2"
+    )
+    assert load_policy(fine, Accelerator(cpu=True)).model is not None

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from envs.backends.base import SamplingParams
+from envs.backends.base import SamplingParams, plain_generate_kwargs
 from envs.backends.vllm import VllmBackend
 from envs.serving.server import VllmServer
 from tests.train.runs import metrics, run_config
@@ -54,5 +54,9 @@ def test_training_through_vllm_pushes_every_step(
     backend = VllmBackend([server.base_url], str(tiny_model_dir))
     (served,) = asyncio.run(backend.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=6)))
     with torch.no_grad():
-        local = trained.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False)[0, 8:].tolist()
+        # the model file's own defaults (repetition_penalty, top_k) off, as the server ignores them too
+        ids = torch.tensor([prompt])
+        local = trained.generate(ids, max_new_tokens=6, do_sample=False, **plain_generate_kwargs())[
+            0, 8:
+        ].tolist()
     assert served.completion_ids == local[: len(served.completion_ids)]
