@@ -110,6 +110,8 @@ class Environment:
             "messages": [dict(m) for m in messages],
             "finish_reason": sample.finish_reason,
         }
+        if "weight_version" in sample.meta:
+            step["weight_version"] = int(sample.meta["weight_version"])
         state["trajectory"].append(step)
         completion_messages(state).append({"role": "assistant", "content": sample.text})
         state["turn"] = state.get("turn", 0) + 1

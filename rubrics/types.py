@@ -39,6 +39,8 @@ class TrajectoryStep(TypedDict, total=False):
     """The chat messages of this turn (prompt side), for logging."""
     finish_reason: str
     """Why generation stopped: ``stop``, ``length`` or ``abort``."""
+    weight_version: int
+    """The optimiser step whose weights generated this turn, as the backend measured it (when it does)."""
 
 
 class State(TypedDict, total=False):

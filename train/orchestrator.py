@@ -32,7 +32,25 @@ class StepRollouts:
     generate_s: float
     """Wall time of generation and scoring together (they overlap)."""
     policy_version: int
-    """The optimiser step whose weights generated these rollouts."""
+    """The optimiser step whose weights were current when these rollouts were requested."""
+
+    @property
+    def weight_versions(self) -> list[int]:
+        """The weight version of every model turn of the step, as the backend stamped it at generation
+        (empty for a backend that stamps none)."""
+        return [
+            t["weight_version"]
+            for s in self.all_states
+            for t in s.get("trajectory", [])
+            if "weight_version" in t
+        ]
+
+    def off_policy_steps(self, step: int) -> tuple[float, float]:
+        """How many optimiser steps behind ``step``'s update the rollouts' weights were: the worst and the
+        mean over model turns, measured from the versions stamped at generation (from the requested
+        version when the backend stamps none)."""
+        versions = self.weight_versions or [self.policy_version]
+        return float(step - min(versions)), step - sum(versions) / len(versions)
 
     @property
     def kept_groups(self) -> list[ScoredGroup]:

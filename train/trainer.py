@@ -86,7 +86,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     for step in range(start_step, cfg.max_steps):
         (rollouts, cursor), t_wait = _timed(prefetch.take, step)
         check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
-        batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend.lock)
+        batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = step_metrics(rollouts, step, cfg, batch_stats, seconds)
@@ -123,16 +123,31 @@ class Policy:
     model_dir: Path
     """The local folder the policy was loaded from."""
 
-    def learn(self, rollouts: Any, cfg: TrainConfig, accelerator: Any, lock: Any) -> dict[str, float]:
-        """One policy update on a step's kept groups; returns the step's loss statistics."""
+    def learn(
+        self, rollouts: Any, cfg: TrainConfig, accelerator: Any, backend: Any, step: int
+    ) -> dict[str, float]:
+        """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
+        backend's thread when it has one, so it tells the backend the weights changed before any queued
+        generation runs."""
         from train.batching import states_to_batch
         from train.step import train_step
 
         pad = self.tokenizer.pad_token_id or 0
         batch = states_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
         # generation may run ahead: the weights never change under it (train_step holds the lock to step)
-        args = (self.model, self.ref_model, batch, cfg, accelerator, self.optimizer, self.scheduler, lock)
-        return train_step(*args)
+        args = (
+            self.model,
+            self.ref_model,
+            batch,
+            cfg,
+            accelerator,
+            self.optimizer,
+            self.scheduler,
+            backend.lock,
+        )
+        stats = train_step(*args)
+        backend.weights_changed(step + 1)
+        return stats
 
 
 def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
@@ -236,7 +251,7 @@ def step_metrics(
     metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
     metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / cfg.rollout.prompts_per_step
     metrics["groups/dropped"] = float(rollouts.dropped_groups)
-    metrics["off_policy_steps"] = float(step - rollouts.policy_version)
+    metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)
     tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
     metrics.update({f"train/{k}": v for k, v in batch_stats.items()})
     metrics.update(

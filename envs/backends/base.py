@@ -114,6 +114,14 @@ class TrainingBackend(InferenceBackend, Protocol):
     """The thread that torch work sharing the model must run on (None: any thread)."""
     lock: contextlib.AbstractContextManager[Any]
     """Held while generating; the trainer holds it while the weights change under generation."""
+    weight_version: int
+    """The optimiser step whose weights generation uses now; each sample carries the version it was
+    generated with (``Sample.meta["weight_version"]``), so the trainer measures how far off-policy it is."""
+
+    def weights_changed(self, step: int) -> None:
+        """The trainer changed the policy's weights to those of ``step``; called on the thread that changed
+        them, right after the optimiser step (a backend generating from the policy itself counts from here)."""
+        ...
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
         """Make generation use the policy's current weights (labelled ``step``). Every process calls it."""
@@ -132,13 +140,19 @@ class InProcessWeights:
 
     executor: concurrent.futures.Executor | None = None
     lock: contextlib.AbstractContextManager[Any]
+    weight_version: int
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.weight_version = 0
+
+    def weights_changed(self, step: int) -> None:
+        """Generation reads the policy itself: from now on it uses the weights of ``step``."""
+        self.weight_version = step
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
-        """Nothing to do: generation reads the policy itself."""
-        return None
+        """Nothing to copy: generation reads the policy itself, now of version ``step``."""
+        self.weight_version = step
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Nothing to check: generation reads the policy itself."""

@@ -70,6 +70,8 @@ class LocalBackend:
         executor: concurrent.futures.Executor | None = None,
         sampling_dtype: str | None = None,
     ) -> None:
+        self.policy = model
+        """The policy being trained (the trainer's module)."""
         self.model = _sampling_copy(model, sampling_dtype)
         """What generates: the policy itself (shared with the trainer: weight sync is free), or a copy of it
         in ``sampling_dtype`` that ``sync_weights`` refreshes after each optimiser step."""
@@ -93,6 +95,8 @@ class LocalBackend:
         self.pad_token_id: int = int(pad)
         self.eos_token_ids: tuple[int, ...] = _eos_ids(model, tokenizer)
         self._plain = plain_generate_kwargs()
+        self.weight_version = 0
+        """The optimiser step whose weights generate now (stamped on every sample, read under the lock)."""
 
     @classmethod
     def from_pretrained(
@@ -187,10 +191,12 @@ class LocalBackend:
                 return_dict_in_generate=True,
                 **sampling,
             )
+            version = self.weight_version  # the weights cannot change while the lock is held
         generated = out.sequences[:, width:].cpu()  # [rows, steps]
         logprobs = recorder.finish(out.sequences).cpu()  # [rows, steps]
         samples = [
-            self._sample(generated[i].tolist(), logprobs[i].tolist(), stop_ids) for i in range(len(rows))
+            self._sample(generated[i].tolist(), logprobs[i].tolist(), stop_ids, version)
+            for i in range(len(rows))
         ]
         results, start = [], 0
         for request in batch:
@@ -219,28 +225,38 @@ class LocalBackend:
         cache.reorder_cache(torch.tensor([slot[r] for r in source], device=input_ids.device))
         return cache
 
-    def _sample(self, ids: list[int], logprobs: list[float], stop_ids: list[int]) -> Sample:
+    def _sample(self, ids: list[int], logprobs: list[float], stop_ids: list[int], version: int) -> Sample:
         end = next((i for i, t in enumerate(ids) if t in stop_ids), None)
         if end is not None:
             ids, logprobs, reason = ids[: end + 1], logprobs[: end + 1], "stop"
         else:
             reason = "length"
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return Sample(completion_ids=ids, logprobs=logprobs, text=text, finish_reason=reason)
+        meta = {"weight_version": version}
+        return Sample(completion_ids=ids, logprobs=logprobs, text=text, finish_reason=reason, meta=meta)
+
+    def weights_changed(self, step: int) -> None:
+        """The trainer stepped the policy: generating from the policy itself now uses version ``step``
+        (called on this backend's thread, so no generation runs in between); a copy waits for its sync."""
+        if self.model is self.policy:
+            self.weight_version = step
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
         """Refresh the sampling copy from the policy, on the worker thread and under the lock (so queued
         generation never sees half-copied weights); nothing to do when generating from the policy itself."""
-        if self.model is weights.module:
+        if self.model is self.policy:
+            self.weight_version = step  # already so after an update; after a resume, the label catches up
             return
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._copy_weights, weights.module)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._copy_weights, weights.module, step)
 
-    def _copy_weights(self, policy: Any) -> None:
+    def _copy_weights(self, policy: Any, step: int) -> None:
         import torch
 
         with self.lock, torch.no_grad():  # same architecture: the parameters pair up in order
             for target, source in zip(self.model.parameters(), policy.parameters(), strict=True):
                 target.copy_(source)
+            self.weight_version = step
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Nothing to check: generation reads the policy, or a copy refreshed from it in this process."""

@@ -107,6 +107,8 @@ class VllmBackend:
         """Torch work of a trainer runs on its own thread: the servers hold their own copy of the model."""
         self.lock: contextlib.AbstractContextManager[Any] = threading.Lock()
         """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
+        self.weight_version = 0
+        """The step of the weights last pushed (requests are stamped with it when they are sent)."""
         self._rotation = itertools.count()
         self._semaphore: asyncio.Semaphore | None = None
         self._client: httpx.AsyncClient | None = None
@@ -118,6 +120,7 @@ class VllmBackend:
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
         body = self._request_body(prompt_ids, params)
+        version = self.weight_version  # at send time: a sync that ends mid-request has paused it first
         failed: list[str] = []
         try:
             async for attempt in AsyncRetrying(
@@ -138,7 +141,10 @@ class VllmBackend:
             raise BackendError(
                 f"vLLM server {exc.url} failed after {len(failed)} attempt(s): {exc.cause} (servers tried: {tried})"
             ) from exc
-        return self._parse(data, url, params)
+        samples = self._parse(data, url, params)
+        for sample in samples:
+            sample.meta["weight_version"] = version
+        return samples
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
         """Push the policy's weights to every server, labelled ``step-N`` (the servers' ``/weight_info``).
@@ -149,6 +155,10 @@ class VllmBackend:
         if weights.is_main:
             await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
         weights.barrier()
+        self.weight_version = step
+
+    def weights_changed(self, step: int) -> None:
+        """Nothing yet: the servers use the new weights once ``sync_weights`` pushed them."""
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Raise if a server's greedy tokens differ from the policy's (every process calls it)."""

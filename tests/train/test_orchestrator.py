@@ -156,3 +156,19 @@ def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
         assert group.advantages_G == [s["advantage"] for s in group.states]
     # id 3: healthy [1, 0, 0], mean 1/3: [2/3, -1/3, -1/3, 0]
     assert by_id[3].advantages_G == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.0])
+
+
+def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() -> None:
+    from rubrics.types import ScoredGroup
+
+    def state(*versions: int) -> State:
+        return {"trajectory": [{"weight_version": v} for v in versions]}
+
+    groups = [ScoredGroup([state(3, 4), state(4)], [0.0, 1.0], [False, False], [-0.5, 0.5], False, True)]
+    rollouts = StepRollouts(groups=groups, generate_s=1.0, policy_version=3)  # requested with version 3
+    # at step 4: the oldest turn is 1 step behind, the mean turn (3 + 4 + 4) / 3 is 1/3 of a step behind
+    assert rollouts.off_policy_steps(4) == (1.0, pytest.approx(1 / 3))
+    unstamped = StepRollouts(
+        groups=[ScoredGroup([{}], [0.0], [False], [0.0], True, False)], generate_s=1.0, policy_version=2
+    )
+    assert unstamped.off_policy_steps(4) == (2.0, 2.0)  # no stamps: the requested version

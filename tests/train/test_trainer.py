@@ -79,7 +79,12 @@ def test_off_policy_generation_runs_one_step_ahead(
     )
     train(cfg)
     rows = [r for r in metrics(tmp_path / "run") if "off_policy_steps" in r]
-    assert [r["off_policy_steps"] for r in rows] == [0.0, 1.0, 1.0]
+    # measured from the weight version stamped on every sample: a batch requested one step ahead is
+    # generated before the update (1 step behind) or, if the update got to the backend's thread first,
+    # after it (0); never more
+    lags = [r["off_policy_steps"] for r in rows]
+    assert lags[0] == 0.0 and set(lags[1:]) <= {0.0, 1.0}, lags
+    assert all(0.0 <= r["off_policy_steps_mean"] <= r["off_policy_steps"] for r in rows)
     assert all(r["train/loss_tokens"] > 0 for r in rows)
 
 
