@@ -6,8 +6,11 @@ plural names (``prompts``, ``completions``, ...) and may also ask for a singular
 value shared by the whole group. Registered class objects (the parser, a scorer, ...) are injected by
 their registration name. A function with ``**kwargs`` receives everything.
 
-A required argument that cannot be injected is rejected at registration with an error that lists what
-can be injected, so a misspelled name never silently becomes ``None``.
+A required argument that no injectable name satisfies is recorded at registration (``unresolved``); a
+class object registered later under that name resolves it (seed 003 registers the function first and
+its scorer second). Scoring refuses to start while one is still unresolved, with an error that names the
+function, the argument, what can be injected and the close matches, so a misspelled name never silently
+becomes ``None`` and no reward function or judge runs first.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 SINGULAR_ARGS: tuple[str, ...] = ("prompt", "completion", "answer", "task", "state", "info")
@@ -52,6 +55,23 @@ class Binding:
     """Names passed explicitly (when the function has no ``**kwargs``)."""
     takes_var_kwargs: bool
     """True when the function has ``**kwargs`` and so receives every injectable value."""
+    unresolved: tuple[str, ...] = ()
+    """Required arguments that nothing injectable satisfied yet (a class object registered later may)."""
+
+    def resolve(self, class_objects: Collection[str]) -> Binding:
+        """This binding with the arguments that ``class_objects`` now provide no longer unresolved."""
+        left = tuple(a for a in self.unresolved if a not in class_objects)
+        return self if left == self.unresolved else replace(self, unresolved=left)
+
+    def check_resolved(self, class_objects: Collection[str]) -> None:
+        """Raise ``RewardFuncBindingError`` if an argument is still unresolved (before scoring starts)."""
+        if self.unresolved:
+            injectable = (
+                set(SINGULAR_ARGS) | set(class_objects) | (set(PLURAL_ARGS) if self.is_group else set())
+            )
+            raise RewardFuncBindingError(
+                _unknown_arg_message(self.name, self.unresolved[0], injectable, self.is_group)
+            )
 
 
 def func_name(func: Callable[..., Any]) -> str:
@@ -90,13 +110,14 @@ def bind(func: Callable[..., Any], name: str, class_objects: Collection[str]) ->
     injectable = set(SINGULAR_ARGS) | set(class_objects)
     if is_group:
         injectable |= set(PLURAL_ARGS)
+    unresolved: list[str] = []
     for p in signature.parameters.values():
         if p.name not in params or p.name in injectable:
             continue
         if p.default is not inspect.Parameter.empty:
             params.remove(p.name)  # keep its default; never pass it
             continue
-        raise RewardFuncBindingError(_unknown_arg_message(name, p.name, injectable, is_group))
+        unresolved.append(p.name)  # a class object registered later may provide it; scoring checks
 
     return Binding(
         func=func,
@@ -106,6 +127,7 @@ def bind(func: Callable[..., Any], name: str, class_objects: Collection[str]) ->
         or inspect.iscoroutinefunction(getattr(func, "__call__", None)),  # noqa: B004
         params=tuple(params),
         takes_var_kwargs=takes_var_kwargs,
+        unresolved=tuple(unresolved),
     )
 
 
@@ -122,7 +144,7 @@ def _unknown_arg_message(func: str, arg: str, injectable: set[str], is_group: bo
         message += f". Did you mean {close[0]!r}?"
     else:
         message += (
-            f". If {arg!r} is a helper object, register it first with "
+            f". If {arg!r} is a helper object, register it with "
             f"rubric.add_class_object({arg!r}, obj) or Rubric(class_objects={{{arg!r}: obj}})."
         )
     return message

@@ -71,7 +71,13 @@ class RubricGroup(Rubric):
     def _has_group_funcs(self) -> list[str]:
         return [n for r in self.rubrics for n in r._has_group_funcs()]
 
+    def check_bindings(self) -> None:
+        """Every child's bindings (a group scores nothing while one of its children cannot)."""
+        for rubric in self.rubrics:
+            rubric.check_bindings()
+
     async def _score_states(self, states: Sequence[State], group: bool) -> list[RolloutScore]:
+        self.check_bindings()
         per_child = await asyncio.gather(*(r._score_states(states, group) for r in self.rubrics))
         combined: list[RolloutScore] = []
         for i in range(len(states)):

@@ -66,10 +66,10 @@ class Rubric:
             )
         self.parser: Parser = parser if parser is not None else Parser()
         self.class_objects: dict[str, Any] = {"parser": self.parser}
-        for name, obj in (class_objects or {}).items():
-            self.add_class_object(name, obj)
         self._bindings: list[Binding] = []
         self._weights: list[float] = []
+        for name, obj in (class_objects or {}).items():
+            self.add_class_object(name, obj)
         for func, weight in zip(funcs, weights, strict=True):
             self.add_reward_func(func, weight)
 
@@ -86,7 +86,8 @@ class Rubric:
         return list(self._weights)
 
     def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
-        """Register a reward function; its arguments are bound now (bad names are rejected here)."""
+        """Register a reward function; its arguments are bound now. One that nothing injectable provides is
+        left unresolved until a class object of that name is registered; scoring refuses to start before."""
         if not isinstance(weight, Real) or not math.isfinite(float(weight)):
             raise ValueError(f"weight of reward function {func_name(func)!r} must be a finite number")
         name = self._unique_name(func_name(func))
@@ -106,6 +107,13 @@ class Rubric:
         self.class_objects[name] = obj
         if name == "parser":
             self.parser = obj
+        self._bindings = [b.resolve(self.class_objects) for b in self._bindings]
+
+    def check_bindings(self) -> None:
+        """Raise ``RewardFuncBindingError`` if a reward function still asks for an argument nothing provides
+        (a misspelling, or a class object never registered); scoring calls it before anything runs."""
+        for binding in self._bindings:
+            binding.check_resolved(self.class_objects)
 
     def _unique_name(self, name: str) -> str:
         taken = {b.name for b in self._bindings}
@@ -155,6 +163,7 @@ class Rubric:
 
     async def _score_states(self, states: Sequence[State], group: bool) -> list[RolloutScore]:
         """Run every function over ``states``; returns one score per state and mutates nothing."""
+        self.check_bindings()
         n = len(states)
         values: list[dict[str, float]] = [{} for _ in range(n)]
         errors: list[list[str]] = [[] for _ in range(n)]

@@ -16,28 +16,42 @@ from rubrics.binding import RewardFuncBindingError
 # -- binding ---------------------------------------------------------------------------------------
 
 
-def test_misspelled_argument_is_rejected_at_registration_with_the_injectables() -> None:
+async def test_misspelled_argument_stops_scoring_before_anything_runs() -> None:
+    calls = []
+
+    async def judged(completion, **kwargs) -> float:  # would run first if scoring started
+        calls.append("judged")
+        return 1.0
+
     def reward(compltion, answer):
         return 1.0
 
+    rubric = Rubric(funcs=[judged, reward])  # registration records the unresolved argument
     with pytest.raises(RewardFuncBindingError) as err:
-        Rubric(funcs=[reward])
+        await rubric.score_rollout({"completion": "x", "answer": "y"})
     message = str(err.value)
-    assert "'compltion'" in message
+    assert "reward function 'reward' asks for argument 'compltion'" in message
     for name in ("answer", "completion", "info", "parser", "prompt", "state", "task"):
         assert name in message
     assert "Did you mean 'completion'?" in message
+    assert calls == []  # refused before any reward function (or judge) ran
 
 
-def test_unknown_argument_is_rejected_even_with_var_kwargs() -> None:
+async def test_a_class_object_registered_after_its_function_resolves_it() -> None:
     def use_scorer(completion, scorer, **kwargs):
-        return 1.0
+        return scorer(completion)
 
+    rubric = Rubric(funcs=[use_scorer])
     with pytest.raises(RewardFuncBindingError, match=r"add_class_object\('scorer', obj\)"):
-        Rubric(funcs=[use_scorer])
-    # registered first, it binds
-    rubric = Rubric(funcs=[use_scorer], class_objects={"scorer": object()})
-    assert rubric.funcs == [use_scorer]
+        rubric.check_bindings()
+    rubric.add_class_object("scorer", lambda completion: 0.5)
+    state = {"completion": "x"}
+    await rubric.score_rollout(state)
+    assert state["reward"] == 0.5
+    # in a group, a child that cannot score stops the whole group before anything runs
+    group = RubricGroup([Rubric(funcs=[lambda completion: 1.0]), Rubric(funcs=[use_scorer])])
+    with pytest.raises(RewardFuncBindingError, match="'scorer'"):
+        await group.score_group([{"completion": "x"}])
 
 
 def test_defaulted_unknown_argument_keeps_its_default() -> None:

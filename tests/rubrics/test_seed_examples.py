@@ -289,9 +289,8 @@ async def test_seed003_class_objects() -> None:
     def use_scorer(completion: str, scorer: CustomScorer, **kwargs) -> float:
         return scorer.score(completion)
 
-    rubric = Rubric()
+    rubric = Rubric(funcs=[use_scorer])  # as written in the seed: the function first, its object second
     rubric.add_class_object("scorer", scorer)
-    rubric.add_reward_func(use_scorer)
     state = {"completion": "x" * 50}
     await rubric.score_rollout(state)
     assert state["reward"] == 0.5
