@@ -12,17 +12,16 @@ verdict a metric).
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rubrics.judges.base import render_messages, response_text
+from rubrics.loading import FileLoadError, parse_json, parse_yaml, read_text
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
 
@@ -109,9 +108,9 @@ def _criterion(path: str, item: Any) -> Criterion:
 
 def _load_text(text: str, source: str, kind: Literal["yaml", "json"]) -> Any:
     try:
-        return json.loads(text) if kind == "json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise CriteriaLoadError(f"{source}: not valid {kind.upper()}: {exc}") from exc
+        return parse_json(text, source) if kind == "json" else parse_yaml(text, source)
+    except FileLoadError as exc:
+        raise CriteriaLoadError(str(exc)) from None
 
 
 class Grader(Protocol):
@@ -168,7 +167,9 @@ class CriteriaRubric:
         if isinstance(file, str | os.PathLike):
             path = Path(file)
             try:
-                text = path.read_text(encoding="utf-8")
+                text = read_text(path)
+            except FileLoadError as exc:
+                raise CriteriaLoadError(str(exc)) from None
             except OSError as exc:
                 raise CriteriaLoadError(f"{path}: cannot read: {exc}") from exc
             name = str(path)

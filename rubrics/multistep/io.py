@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from rubrics.loading import FileLoadError, load_yaml_file, read_text
 from rubrics.multistep.judging import judge_from_dict
 from rubrics.multistep.requirements import REQUIREMENT_TYPES, Requirement
 from rubrics.multistep.rubric import MultiStepRubric
@@ -228,25 +229,29 @@ def save_scenarios(scenarios: Sequence[Scenario], path: str | Path, rubric_name:
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise RubricFileError(f"{path}: file not found")
+    """The YAML document of ``path``, read strictly (``rubrics.loading``: UTF-8, no duplicate keys, bounded
+    nesting and aliases)."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise RubricFileError(f"{path}: not valid YAML: {exc}") from exc
+        return load_yaml_file(path)
+    except FileLoadError as exc:
+        raise RubricFileError(str(exc)) from None
 
 
 def _read_jsonl(path: Path) -> tuple[list[Any], list[str]]:
-    if not path.is_file():
-        raise RubricFileError(f"{path}: file not found")
+    try:
+        text = read_text(path)
+    except FileLoadError as exc:
+        raise RubricFileError(str(exc)) from None
     entries, labels = [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             entries.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise RubricFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise RubricFileError(f"{path}:{lineno}: not valid JSON (nested too deeply)") from None
         labels.append(f"{path}:{lineno}")
     if not entries:
         raise RubricFileError(f"{path}: no scenarios")

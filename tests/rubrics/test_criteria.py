@@ -88,9 +88,9 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
         CriteriaRubric.from_file(path)
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
-    with pytest.raises(CriteriaLoadError, match=r"broken\.json: not valid JSON"):
+    with pytest.raises(CriteriaLoadError, match=r"broken\.json:1: not valid JSON"):
         CriteriaRubric.from_file(broken)
-    with pytest.raises(CriteriaLoadError, match="cannot read"):
+    with pytest.raises(CriteriaLoadError, match=r"missing\.yaml: file not found"):
         CriteriaRubric.from_file(tmp_path / "missing.yaml")
 
 

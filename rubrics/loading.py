@@ -1,0 +1,169 @@
+"""Reading the files users hand us: bytes to text, text to YAML or JSON, with errors that name the place.
+
+Every loader of the project (rubrics, scenarios, criteria, run configs) reads through here, so they answer
+bad input the same way. The message style, used by every loader::
+
+    FILE:LINE: where.in.the.document: what is wrong (expected X, got Y)
+
+(``LINE`` and the document path when they are known). ``FileLoadError`` carries the file, line and field;
+it is a ``ValueError``, so callers that catch ``ValueError`` keep working.
+
+- **Text** is UTF-8; a UTF-8 byte-order mark is accepted and dropped. Anything else (Latin-1, UTF-16) is an
+  error naming the byte offset where decoding failed.
+- **YAML** is parsed with PyYAML's safe loader (no Python object is built from a tag), plus:
+  a key repeated in one mapping is an error naming both lines (the last one would silently win, which is
+  how a user loses a branch); ``1e-3`` is a number (YAML 1.1 reads a float without a dot as a string);
+  nesting deeper than ``MAX_DEPTH`` and alias expansions beyond ``MAX_ALIAS_NODES`` nodes (a "billion
+  laughs" file) are refused before anything walks the document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and lists a file may have."""
+MAX_ALIAS_NODES = 100_000
+"""Most nodes that aliases (``*name``) may expand to in one document."""
+
+_SCIENTIFIC = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
+class FileLoadError(ValueError):
+    """A file cannot be read as what it should be; ``str()`` is ``FILE[:LINE]: [field: ]reason``."""
+
+    def __init__(
+        self, file: str | Path, reason: str, line: int | None = None, field: str | None = None
+    ) -> None:
+        self.file = str(file)
+        """The file (or ``<string>``)."""
+        self.line = line
+        """1-based line, when known."""
+        self.field = field
+        """Where in the document (``requirements[2].dependencies``), when known."""
+        self.reason = reason
+        """What is wrong."""
+        where = f"{self.file}:{line}" if line is not None else self.file
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
+
+
+def read_text(path: str | Path) -> str:
+    """The file's text, decoded as UTF-8 (a UTF-8 byte-order mark is dropped)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileLoadError(p, "file not found")
+    data = p.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise FileLoadError(
+            p, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise FileLoadError(
+            p,
+            f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} ({exc.reason}); save it as UTF-8",
+            line,
+        ) from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """The safe loader, refusing duplicate keys, deep nesting and alias bombs; ``1e-3`` is a float."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._alias_nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        mark: Any = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            self._alias_nodes += _size(node)
+            if self._alias_nodes > MAX_ALIAS_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes", mark
+                )
+            return node
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _size(node: Any, seen: dict[int, int] | None = None) -> int:
+    """How many nodes ``node`` stands for once every alias inside it is expanded."""
+    seen = {} if seen is None else seen
+    if id(node) in seen:
+        return seen[id(node)]
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        total += sum(_size(child, seen) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total += sum(_size(k, seen) + _size(v, seen) for k, v in node.value)
+    seen[id(node)] = total
+    return total
+
+
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _SCIENTIFIC, list("-+0123456789"))
+
+
+def parse_yaml(text: str, source: str | Path = "<string>") -> Any:
+    """One YAML document, strictly (see the module docstring); errors name ``source`` and the line."""
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        reason = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise FileLoadError(source, f"not valid YAML: {reason}", line) from None
+    except yaml.YAMLError as exc:
+        raise FileLoadError(source, f"not valid YAML: {exc}") from None
+    except RecursionError:
+        raise FileLoadError(
+            source, f"not valid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def parse_json(text: str, source: str | Path = "<string>") -> Any:
+    """One JSON document; errors name ``source``, the line and the column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileLoadError(source, f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except RecursionError:
+        raise FileLoadError(source, "not valid JSON: nested too deeply") from None
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """``parse_yaml(read_text(path))``."""
+    return parse_yaml(read_text(path), path)
