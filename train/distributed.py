@@ -80,9 +80,3 @@ def is_deepspeed(accelerator: Any) -> bool:
 
     return bool(accelerator.distributed_type == DistributedType.DEEPSPEED)
 
-
-def zero_stage(accelerator: Any) -> int | None:
-    """The DeepSpeed ZeRO stage of this run, or None without DeepSpeed."""
-    if not is_deepspeed(accelerator):
-        return None
-    return int(accelerator.state.deepspeed_plugin.zero_stage)
