@@ -79,4 +79,3 @@ def is_deepspeed(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
     return bool(accelerator.distributed_type == DistributedType.DEEPSPEED)
-
