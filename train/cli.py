@@ -51,7 +51,7 @@ def _rubric_validate(args: argparse.Namespace) -> int:
     graph = rubric.graph
     print(
         f"{args.file}: ok: {len(graph.requirements)} requirements, {graph.depth} levels, "
-        f"{len(graph.paths())} paths" + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
+        f"{graph.count_paths()} paths" + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
     )
     return 0
 

@@ -1,9 +1,15 @@
-"""The requirement DAG: validation, roots, topological levels and root-to-terminal paths."""
+"""The requirement DAG: validation, roots, topological levels and root-to-terminal paths.
+
+Nothing here recurses: cycle detection, levels and path enumeration walk with explicit stacks and queues, so
+a valid chain of thousands of requirements validates and a cycle that long is reported (its path shortened
+to a readable excerpt). Path enumeration is bounded; ``Graph.count_paths`` counts them without listing.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from rubrics.multistep.requirements import Requirement
@@ -36,21 +42,25 @@ class Graph:
         return out
 
     def paths(self, limit: int = 10_000) -> list[list[str]]:
-        """Every root-to-terminal path (a path ends where a requirement unlocks nothing)."""
+        """Root-to-terminal paths (a path ends where a requirement unlocks nothing), depth first in definition
+        order, at most ``limit`` of them (``count_paths`` says how many there are)."""
         found: list[list[str]] = []
-
-        def walk(name: str, path: list[str]) -> None:
-            if len(found) >= limit:
-                return
-            children = self.requirements[name].children()
+        stack = [[root] for root in reversed(self.roots)]
+        while stack and len(found) < limit:
+            path = stack.pop()
+            children = self.requirements[path[-1]].children()
             if not children:
                 found.append(path)
-            for child in children:
-                walk(child, [*path, child])
-
-        for root in self.roots:
-            walk(root, [root])
+            stack.extend([*path, child] for child in reversed(children))
         return found
+
+    def count_paths(self) -> int:
+        """How many root-to-terminal paths there are (counted, not listed: a wide DAG has millions)."""
+        count: dict[str, int] = {}
+        for name in reversed(_topological_order(self.requirements)):
+            children = self.requirements[name].children()
+            count[name] = sum(count[c] for c in children) if children else 1
+        return sum(count[root] for root in self.roots)
 
     @property
     def depth(self) -> int:
@@ -103,27 +113,39 @@ def build_graph(requirements: Sequence[Requirement], roots: Sequence[str] | None
 
 
 def _reject_cycles(by_name: dict[str, Requirement]) -> None:
+    """Depth-first search with an explicit stack; the first cycle found is reported with its path."""
     white, grey, black = 0, 1, 2
     color = dict.fromkeys(by_name, white)
-    stack: list[str] = []
-
-    def visit(name: str) -> None:
-        color[name] = grey
-        stack.append(name)
-        for child in by_name[name].children():
+    for start in by_name:
+        if color[start] != white:
+            continue
+        color[start] = grey
+        path = [start]
+        stack: list[Iterator[str]] = [iter(by_name[start].children())]
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+                color[path.pop()] = black
+                continue
             if color[child] == grey:
-                cycle = [*stack[stack.index(child) :], child]
+                cycle = [*path[path.index(child) :], child]
                 raise RubricValidationError(
-                    f"requirement {name!r}: field 'dependencies' closes a cycle: {' -> '.join(cycle)}"
+                    f"requirement {path[-1]!r}: field 'dependencies' closes a cycle: {_excerpt(cycle)}"
                 )
             if color[child] == white:
-                visit(child)
-        stack.pop()
-        color[name] = black
+                color[child] = grey
+                path.append(child)
+                stack.append(iter(by_name[child].children()))
 
-    for name in by_name:
-        if color[name] == white:
-            visit(name)
+
+def _excerpt(cycle: list[str], keep: int = 4) -> str:
+    """``a -> b -> ... -> a``; a long cycle as its first and last ``keep`` steps and its length."""
+    if len(cycle) <= 2 * keep + 1:
+        return " -> ".join(cycle)
+    return (
+        f"{' -> '.join(cycle[:keep])} -> ... -> {' -> '.join(cycle[-keep:])} ({len(cycle) - 1} requirements)"
+    )
 
 
 def _reachable(by_name: dict[str, Requirement], roots: Sequence[str]) -> set[str]:
@@ -137,21 +159,28 @@ def _reachable(by_name: dict[str, Requirement], roots: Sequence[str]) -> set[str
     return seen
 
 
-def _levels(by_name: dict[str, Requirement]) -> dict[str, int]:
-    """Longest distance from a parentless requirement, in Kahn's order."""
+def _topological_order(by_name: dict[str, Requirement]) -> list[str]:
+    """Kahn's order: every requirement after all the requirements that unlock it."""
     indegree = dict.fromkeys(by_name, 0)
     for req in by_name.values():
         for child in req.children():
             indegree[child] += 1
-    level = {n: 0 for n in by_name}
-    queue = [n for n in by_name if indegree[n] == 0]
+    queue = deque(n for n in by_name if indegree[n] == 0)
     order: list[str] = []
     while queue:
-        name = queue.pop(0)
+        name = queue.popleft()
         order.append(name)
         for child in by_name[name].children():
-            level[child] = max(level[child], level[name] + 1)
             indegree[child] -= 1
             if indegree[child] == 0:
                 queue.append(child)
+    return order
+
+
+def _levels(by_name: dict[str, Requirement]) -> dict[str, int]:
+    """Longest distance from a parentless requirement, in Kahn's order."""
+    level = dict.fromkeys(by_name, 0)
+    for name in _topological_order(by_name):
+        for child in by_name[name].children():
+            level[child] = max(level[child], level[name] + 1)
     return {n: level[n] for n in by_name}

@@ -13,6 +13,7 @@ from rubrics.multistep import (
     MultiStepRubric,
     RubricValidationError,
     UnitVectorRequirement,
+    build_graph,
 )
 
 from .helpers import ScriptedJudge, rule_judges, seed_requirements
@@ -156,3 +157,44 @@ def test_unit_vector_routes_by_top_label() -> None:
     )
     assert u.route([0.1, 0.7, 0.2]) == ["s"] and u.route([0.6, 0.3, 0.1]) == []
     assert u.is_correct([0.2, 0.5, 0.3], [0.0, 1.0, 0.0])
+
+
+def _chain(n: int, close: bool = False) -> list[BinaryRequirement]:
+    """r0 -> r1 -> ... -> r{n-1} (-> r0 when ``close``)."""
+    reqs = []
+    for i in range(n):
+        nxt = f"r{i + 1}" if i + 1 < n else ("r0" if close else None)
+        deps = {1.0: [nxt]} if nxt else {}
+        reqs.append(BinaryRequirement(name=f"r{i}", question="?", dependencies=deps))
+    return reqs
+
+
+def test_a_long_chain_validates_and_a_long_cycle_is_reported_in_short() -> None:
+    graph = build_graph(_chain(5000))  # recursion would stop at about a thousand levels
+    assert graph.depth == 5000 and graph.count_paths() == 1 and len(graph.paths()[0]) == 5000
+    with pytest.raises(RubricValidationError) as err:
+        build_graph(_chain(5000, close=True))
+    message = str(err.value)
+    assert message == (
+        "requirement 'r4999': field 'dependencies' closes a cycle: "
+        "r0 -> r1 -> r2 -> r3 -> ... -> r4997 -> r4998 -> r4999 -> r0 (5000 requirements)"
+    )
+
+
+def test_paths_of_a_wide_dag_are_counted_and_their_listing_bounded() -> None:
+    levels = 40  # two requirements per level, each unlocking both of the next: 2**40 paths
+    reqs = []
+    for i in range(levels):
+        nxt = [f"a{i + 1}", f"b{i + 1}"] if i + 1 < levels else []
+        for side in "ab":
+            reqs.append(
+                BinaryRequirement(name=f"{side}{i}", question="?", dependencies={1.0: nxt} if nxt else {})
+            )
+    graph = build_graph(reqs)
+    assert graph.count_paths() == 2**40
+    first = graph.paths(limit=3)
+    assert first == [
+        [f"a{i}" for i in range(levels)],
+        [*(f"a{i}" for i in range(levels - 1)), f"b{levels - 1}"],
+        [*(f"a{i}" for i in range(levels - 2)), f"b{levels - 2}", f"a{levels - 1}"],
+    ]
