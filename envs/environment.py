@@ -145,7 +145,9 @@ class Environment:
         states = await self.rollout_group(example, backend, n)
         await self.rubric.score_group([s for s in states if not s.get("error")])
         for s in states:
-            if s.get("error") and "reward" not in s:
+            if (
+                s.get("error") and "reward" not in s
+            ):  # failed before scoring (scoring errors keep their metrics)
                 s["reward"], s["advantage"], s["metrics"] = math.nan, 0.0, {}
             s["timing"]["total_ms"] = (time.perf_counter() - start) * 1000.0
         return states
