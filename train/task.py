@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envs.backends.base import SamplingParams
 from envs.datasets import split
@@ -12,6 +12,8 @@ from envs.environment import Environment, SingleTurnEnv
 from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv, scenario_example
 from rubrics.multistep.io import load_rubric, load_scenarios
 from train.config import TrainConfig
+
+T = TypeVar("T")
 
 
 def build_task(
@@ -41,11 +43,7 @@ def _single_turn(
     for i, example in enumerate(examples):
         if "prompt" not in example:
             raise ValueError(f"{cfg.env.data}:{i + 1}: field 'prompt' is missing")
-    train, held = (
-        split(examples, cfg.env.eval_fraction, cfg.env.split_seed)
-        if cfg.env.eval_fraction
-        else (examples, [])
-    )
+    train, held = _held_out(cfg, examples)
     env = SingleTurnEnv(
         examples,
         import_rubric(cfg.env.rubric),
@@ -69,11 +67,7 @@ def _multistep(
         rubric.default_judge = cfg.env.judge
     _override_judge_endpoint(cfg, rubric)
     scenarios = load_scenarios(cfg.env.scenarios, rubric)
-    train, held = (
-        split(scenarios, cfg.env.eval_fraction, cfg.env.split_seed)
-        if cfg.env.eval_fraction
-        else (scenarios, [])
-    )
+    train, held = _held_out(cfg, scenarios)
     env = MultiStepMultiTurnEnv(
         rubric,
         scenarios,
@@ -84,6 +78,11 @@ def _multistep(
         max_total_tokens=cfg.env.max_total_tokens,
     )
     return env, [scenario_example(s) for s in train], [scenario_example(s) for s in held]
+
+
+def _held_out(cfg: TrainConfig, items: list[T]) -> tuple[list[T], list[T]]:
+    """``items`` split into training and held-out ones (``env.eval_fraction``, seeded); none held out at 0."""
+    return split(items, cfg.env.eval_fraction, cfg.env.split_seed) if cfg.env.eval_fraction else (items, [])
 
 
 def _override_judge_endpoint(cfg: TrainConfig, rubric: Any) -> None:
