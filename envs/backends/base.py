@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -110,13 +111,21 @@ class WeightSource(Protocol):
 class TrainingBackend(InferenceBackend, Protocol):
     """An ``InferenceBackend`` a trainer drives: concurrency and weight sync included."""
 
-    executor: concurrent.futures.Executor | None
-    """The thread that torch work sharing the model must run on (None: any thread)."""
-    lock: contextlib.AbstractContextManager[Any]
-    """Held while generating; the trainer holds it while the weights change under generation."""
-    weight_version: int
-    """The optimiser step whose weights generation uses now; each sample carries the version it was
-    generated with (``Sample.meta["weight_version"]``), so the trainer measures how far off-policy it is."""
+    @property
+    def executor(self) -> concurrent.futures.Executor | None:
+        """The thread that torch work sharing the model must run on (None: any thread)."""
+        ...
+
+    @property
+    def lock(self) -> contextlib.AbstractContextManager[Any]:
+        """Held while generating; the trainer holds it while the weights change under generation."""
+        ...
+
+    @property
+    def weight_version(self) -> int:
+        """The optimiser step whose weights generation uses now; each sample carries the version it was
+        generated with (``Sample.meta["weight_version"]``), so the trainer measures how far off-policy it is."""
+        ...
 
     def weights_changed(self, step: int) -> None:
         """The trainer changed the policy's weights to those of ``step``; called on the thread that changed
@@ -139,8 +148,6 @@ class InProcessWeights:
     scripted backend or a backend sampling from the trainer's own module needs."""
 
     executor: concurrent.futures.Executor | None = None
-    lock: contextlib.AbstractContextManager[Any]
-    weight_version: int
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -208,6 +215,7 @@ _NEUTRAL_LOGITS_PROCESSING: dict[str, Any] = {
 }
 
 
+@functools.cache
 def plain_generate_kwargs() -> dict[str, Any]:
     """``generate`` keyword arguments that switch off every logits processor a model's
     ``generation_config.json`` may turn on (top_k, min_p, repetition_penalty, ...): transformers fills each
@@ -216,4 +224,4 @@ def plain_generate_kwargs() -> dict[str, Any]:
     from transformers import GenerationConfig
 
     known = GenerationConfig()
-    return {k: v for k, v in _NEUTRAL_LOGITS_PROCESSING.items() if hasattr(known, k)}
+    return {k: v for k, v in _NEUTRAL_LOGITS_PROCESSING.items() if hasattr(known, k)}  # read-only: spread it

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,20 +80,18 @@ class LocalBackend:
         """Most sequences generated together in one ``generate`` call."""
         self.share_prefill = True
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
-        self.lock: contextlib.AbstractContextManager[Any] = threading.Lock()
+        self.lock = threading.Lock()
         """Held while generating; the trainer holds it while it updates the weights."""
         self._owns_executor = executor is None
-        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
+        self.executor = executor or concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="local-backend"
         )
-        self.executor: concurrent.futures.Executor | None = self._executor
         """The single thread that runs ``generate`` (see the module docstring); shareable with a trainer."""
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id: int = int(pad)
         self.eos_token_ids: tuple[int, ...] = _eos_ids(model, tokenizer)
-        self._plain = plain_generate_kwargs()
         self.weight_version = 0
         """The optimiser step whose weights generate now (stamped on every sample, read under the lock)."""
 
@@ -129,7 +126,7 @@ class LocalBackend:
             batch = self._take_batch()
             try:
                 results = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._generate_batch, batch
+                    self.executor, self._generate_batch, batch
                 )
             except Exception as exc:
                 for request in batch:
@@ -172,7 +169,10 @@ class LocalBackend:
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         recorder = _LogprobRecorder(params.temperature)
         stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
-        sampling: dict[str, Any] = {**self._plain, "do_sample": False}  # none of the model file's defaults
+        sampling: dict[str, Any] = {
+            **plain_generate_kwargs(),
+            "do_sample": False,
+        }  # none of the model file's defaults
         if params.temperature > 0:
             sampling.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
         with self.lock, torch.inference_mode():
@@ -248,7 +248,7 @@ class LocalBackend:
             self.weight_version = step  # already so after an update; after a resume, the label catches up
             return
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._copy_weights, weights.module, step)
+        await loop.run_in_executor(self.executor, self._copy_weights, weights.module, step)
 
     def _copy_weights(self, policy: Any, step: int) -> None:
         import torch
@@ -267,7 +267,7 @@ class LocalBackend:
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
         if self._owns_executor:
-            self._executor.shutdown(wait=True)
+            self.executor.shutdown(wait=True)
 
 
 def _sampling_copy(policy: Any, dtype: str | None) -> Any:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import itertools
 import math
 import threading
@@ -105,7 +104,7 @@ class VllmBackend:
         """Attempts sent per server since construction."""
         self.executor: concurrent.futures.Executor | None = None
         """Torch work of a trainer runs on its own thread: the servers hold their own copy of the model."""
-        self.lock: contextlib.AbstractContextManager[Any] = threading.Lock()
+        self.lock = threading.Lock()
         """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
         self.weight_version = 0
         """The step of the weights last pushed (requests are stamped with it when they are sent)."""
