@@ -125,8 +125,9 @@ class Walk:
     One step is ``advance``: judge one reply as far as it goes. A correct requirement unlocks the
     requirements of its ground-truth answer (``Requirement.route``); an incorrect one closes its branch; a
     requirement reached by two branches is judged once. Unlocked requirements are judged on the same reply
-    at once, unless the requirement that unlocked them has a revealed text (``reveals``): then they wait for
-    the next reply and the text is returned, to be shown to the model first. Without reveals one ``advance``
+    at once, unless a requirement that unlocked them has a revealed text (``reveals``): then they wait for
+    the next reply and the text is returned, to be shown to the model first (also when another parent
+    unlocked them without a text: their judgment may need what the text says). Without reveals one ``advance``
     walks the whole DAG over one reply (``evaluate``); with them a progressive-reveal environment calls it
     once per model turn. The walk never judges anything twice and holds no torch or environment state.
     """
@@ -182,11 +183,13 @@ class Walk:
 
         The frontier is judged concurrently; what a correct requirement without a revealed text unlocks is
         judged next on the same reply, level after level. What a correct requirement with a revealed text
-        unlocks stays in ``frontier`` for the next reply, and the text is returned in ``Advance.reveals``.
+        unlocks (whoever else unlocked it) stays in ``frontier`` for the next reply, and the text is returned
+        in ``Advance.reveals``.
         Judge errors propagate (the caller marks the rollout)."""
         results: list[RequirementResult] = []
         reveals: list[str] = []
         waiting: list[str] = []
+        after_reveal: set[str] = set()  # unlocked by a revealing parent: they need the text first
         now = list(self.frontier)
         while now:
             self.frontier = now
@@ -199,10 +202,11 @@ class Walk:
                 unlocked = self.graph.requirements[r.name].route(r.truth)
                 if r.name in self.reveals and unlocked:
                     reveals.append(self.reveals[r.name])
+                    after_reveal.update(unlocked)
                 else:
                     same_reply.update(unlocked)
-            now = [n for n in self.frontier if n in same_reply]
-            waiting += [n for n in self.frontier if n not in same_reply and n not in waiting]
+            now = [n for n in self.frontier if n in same_reply and n not in after_reveal]
+            waiting += [n for n in self.frontier if n not in now and n not in waiting]
         self.frontier = waiting
         return Advance(results, reveals, None if waiting else self.stop_reason)
 

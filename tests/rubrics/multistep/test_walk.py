@@ -227,7 +227,9 @@ async def test_missing_ground_truth_is_never_judged_and_named_as_the_stop_reason
     assert last.stop_reason == StopReason.MISSING_GROUND_TRUTH
 
 
-async def test_a_requirement_also_unlocked_without_a_reveal_is_judged_at_once() -> None:
+async def test_a_requirement_also_unlocked_by_a_reveal_waits_for_its_text() -> None:
+    """z is unlocked by a plain parent (b) and a revealing one (a): it is judged on the reply after a's
+    text (which may hold what z asks about, e.g. the vital signs), while y (b's alone) is judged at once."""
     reqs = [
         BinaryRequirement(name="r", question="?", dependencies={1.0: ["a", "b"]}),
         BinaryRequirement(name="a", question="?", dependencies={1.0: ["z"]}),  # reveals
@@ -237,9 +239,11 @@ async def test_a_requirement_also_unlocked_without_a_reveal_is_judged_at_once() 
     ]
     judge = ScriptedJudge(dict.fromkeys("rabyz", 1.0))
     walk = MultiStepRubric(reqs, [judge]).walk({n: 1.0 for n in "rabyz"}, {"a": "A's news"})
-    step = await walk.advance("p", "reply")
-    assert [r.name for r in step.results] == ["r", "a", "b", "z", "y"]
-    assert step.reveals == ["A's news"] and step.stop_reason == StopReason.TERMINAL
+    step = await walk.advance("p", "reply 1", turn=1)
+    assert [r.name for r in step.results] == ["r", "a", "b", "y"]
+    assert step.reveals == ["A's news"] and step.stop_reason is None and walk.frontier == ["z"]
+    last = await walk.advance("p", "reply 2", turn=2)
+    assert [(r.name, r.turn) for r in last.results] == [("z", 2)] and last.stop_reason == StopReason.TERMINAL
 
 
 def test_stop_reasons_are_plain_strings_in_data() -> None:
