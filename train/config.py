@@ -193,6 +193,9 @@ class OptimConfig(Section):
     """Learning-rate schedule after warm-up."""
     micro_batch_size: int = Field(4, ge=1)
     """Sequences per forward/backward pass (gradient accumulation covers the rest of the step)."""
+    logits_chunk_tokens: int = Field(1024, ge=0)
+    """Run the output head over about this many tokens at a time, recomputing it in the backward pass, so a
+    micro-batch's full-vocabulary logits never exist at once (0: one pass, the fastest, the most memory)."""
 
 
 class LoggingConfig(Section):

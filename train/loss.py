@@ -40,6 +40,20 @@ def _scaled(logits_bTV: torch.Tensor, temperature: float) -> torch.Tensor:
     return logits_bTV if temperature == 1.0 else logits_bTV / temperature
 
 
+def next_token_logprobs(
+    logits_bTV: torch.Tensor, targets_bT: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``[b, T]`` float32: ``log_softmax(logits / temperature)`` of each target, as ``logit - logsumexp``."""
+    scaled_bTV = _scaled(logits_bTV, temperature)
+    return scaled_bTV.gather(-1, targets_bT.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled_bTV, dim=-1)
+
+
+def next_token_entropy(logits_bTV: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``[b, T]`` float32: entropy ``logsumexp(z) - sum(softmax(z) * z)`` with ``z = logits / temperature``."""
+    z_bTV = _scaled(logits_bTV, temperature)
+    return torch.logsumexp(z_bTV, dim=-1) - (torch.softmax(z_bTV, dim=-1) * z_bTV).sum(-1)
+
+
 def token_logprobs(
     logits_BTV: torch.Tensor, input_ids_BT: torch.Tensor, temperature: float = 1.0, rows_per_chunk: int = 1
 ) -> torch.Tensor:
@@ -49,14 +63,15 @@ def token_logprobs(
     log-softmax is built. For float32 logits at temperature 1 nothing of size V is copied; otherwise each
     chunk makes a float32 ``[rows, T, V]`` copy (kept for backward when the logits need gradients).
     """
-    chunks_BT = []
-    for start in range(0, logits_BTV.shape[0], rows_per_chunk):
-        scaled_bTV = _scaled(logits_BTV[start : start + rows_per_chunk, :-1], temperature)  # [b, T-1, V]
-        next_ids_bT = input_ids_BT[start : start + rows_per_chunk, 1:]  # [b, T-1]
-        picked_bT = scaled_bTV.gather(-1, next_ids_bT.unsqueeze(-1)).squeeze(-1)  # [b, T-1]
-        chunks_BT.append(picked_bT - torch.logsumexp(scaled_bTV, dim=-1))
-    logprobs_BT1 = torch.cat(chunks_BT)  # [B, T-1]
-    return torch.nn.functional.pad(logprobs_BT1, (1, 0))  # [B, T], 0 at position 0
+    chunks_BT = [
+        next_token_logprobs(
+            logits_BTV[start : start + rows_per_chunk, :-1],
+            input_ids_BT[start : start + rows_per_chunk, 1:],
+            temperature,
+        )
+        for start in range(0, logits_BTV.shape[0], rows_per_chunk)
+    ]
+    return torch.nn.functional.pad(torch.cat(chunks_BT), (1, 0))  # [B, T], 0 at position 0
 
 
 def token_entropy(
@@ -64,13 +79,12 @@ def token_entropy(
 ) -> torch.Tensor:
     """``[B, T]`` float32: entropy of the distribution that predicted token t (from logits t - 1); 0 at t = 0.
 
-    ``H = logsumexp(z) - sum(softmax(z) * z)`` with ``z = logits / temperature``, ``rows_per_chunk`` sequences
-    at a time. Call it under ``torch.no_grad()`` when it is only logged.
+    ``rows_per_chunk`` sequences at a time. Call it under ``torch.no_grad()`` when it is only logged.
     """
-    chunks_BT = []
-    for start in range(0, logits_BTV.shape[0], rows_per_chunk):
-        z_bTV = _scaled(logits_BTV[start : start + rows_per_chunk, :-1], temperature)  # [b, T-1, V]
-        chunks_BT.append(torch.logsumexp(z_bTV, dim=-1) - (torch.softmax(z_bTV, dim=-1) * z_bTV).sum(-1))
+    chunks_BT = [
+        next_token_entropy(logits_BTV[start : start + rows_per_chunk, :-1], temperature)
+        for start in range(0, logits_BTV.shape[0], rows_per_chunk)
+    ]
     return torch.nn.functional.pad(torch.cat(chunks_BT), (1, 0))  # [B, T]
 
 

@@ -16,19 +16,30 @@ from typing import Any
 
 from train.config import TrainConfig
 from train.distributed import backward, is_deepspeed
-from train.loss import importance_weights, policy_loss, token_entropy, token_logprobs
+from train.loss import (
+    importance_weights,
+    next_token_entropy,
+    next_token_logprobs,
+    policy_loss,
+    token_entropy,
+    token_logprobs,
+)
 from train.types import TrainBatch
 
 
 def forward_logprobs(
-    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True
+    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
 ) -> tuple[Any, Any]:
     """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
 
     The output head runs only from the first position that predicts a loss token (``logits_to_keep``):
     the shared prompt needs no logits, and the head over the vocabulary is the costliest layer of a
     small model and its largest tensor ([B, K, V] logits). Positions before that hold 0 (they are masked
-    out of the loss anyway). The reference model of the KL term is run the same way."""
+    out of the loss anyway). The reference model of the KL term is run the same way.
+
+    With ``chunk_tokens > 0`` (and a transformers model whose logits are a linear layer of its last hidden state) the head runs
+    over about ``chunk_tokens`` positions at a time under activation checkpointing: no [B, K, V] logits
+    exist at once, in the forward or the backward, at the price of running the head twice."""
     import torch
 
     input_ids_BT, mask_BT = batch.input_ids_BT, batch.loss_mask_BT
@@ -36,20 +47,87 @@ def forward_logprobs(
     columns = mask_BT.any(dim=0).nonzero()
     first = int(columns[0]) if len(columns) else width - 1  # first column holding a loss token
     keep = width - max(first, 1) + 1  # logits of positions first-1 .. T-1
-    logits_BKV = model(
-        input_ids=input_ids_BT, attention_mask=batch.attention_mask_BT, logits_to_keep=keep
-    ).logits
     kept_ids_BK = input_ids_BT[:, width - keep :]
-    logprobs_BT = torch.nn.functional.pad(
-        token_logprobs(logits_BKV, kept_ids_BK, temperature), (width - keep, 0)
-    )
-    if not entropy:
-        return logprobs_BT, None
-    with torch.no_grad():
-        entropy_BT = torch.nn.functional.pad(
-            token_entropy(logits_BKV.detach(), temperature), (width - keep, 0)
+    head = _output_head(model) if chunk_tokens > 0 else None
+    if head is None:
+        logits_BKV = model(
+            input_ids=input_ids_BT, attention_mask=batch.attention_mask_BT, logits_to_keep=keep
+        ).logits
+        logprobs_BK = token_logprobs(logits_BKV, kept_ids_BK, temperature)
+        entropy_BK = None
+        if entropy:
+            with torch.no_grad():
+                entropy_BK = token_entropy(logits_BKV.detach(), temperature)
+    else:
+        no_logits = torch.zeros(0, dtype=torch.long, device=input_ids_BT.device)
+        out = model(
+            input_ids=input_ids_BT,
+            attention_mask=batch.attention_mask_BT,
+            logits_to_keep=no_logits,  # the forward of the wrapper (DDP, DeepSpeed) with an empty head
+            output_hidden_states=True,
         )
-    return logprobs_BT, entropy_BT
+        hidden_BKH = out.hidden_states[-1][:, width - keep : -1]  # transformers: the final norm's output
+        logprobs_BK, entropy_BK = _chunked_head(
+            head,
+            hidden_BKH,
+            kept_ids_BK[:, 1:],
+            temperature,
+            entropy,
+            max(1, chunk_tokens // len(kept_ids_BK)),
+        )
+    pad = (width - keep, 0)
+    logprobs_BT = torch.nn.functional.pad(logprobs_BK, pad)
+    return logprobs_BT, None if entropy_BK is None else torch.nn.functional.pad(entropy_BK, pad)
+
+
+def _output_head(model: Any) -> Any | None:
+    """The output layer of a transformers causal LM whose logits are exactly ``head(last hidden state)``;
+    None when that does not hold or cannot be used: ZeRO-3 partitions the head's weight outside its own
+    forward, some models soft-cap or scale their logits, and a model may keep the pre-norm state last."""
+    inner = getattr(model, "module", model)  # under DDP or a DeepSpeed engine
+    get_head, config = getattr(inner, "get_output_embeddings", None), getattr(inner, "config", None)
+    head = get_head() if get_head is not None else None
+    if head is None or getattr(head, "bias", None) is not None or hasattr(head.weight, "ds_id"):
+        return None
+    if getattr(config, "tie_last_hidden_states", True) is False or hasattr(config, "logit_scale"):
+        return None
+    return None if getattr(config, "final_logit_softcapping", None) is not None else head
+
+
+def _chunked_head(
+    head: Any,
+    hidden_BKH: Any,
+    targets_BK: Any,
+    temperature: float,
+    entropy: bool,
+    positions_per_chunk: int,
+) -> tuple[Any, Any]:
+    """[B, K] logprobs of ``targets`` (and entropies) from the last hidden states, the head run
+    ``positions_per_chunk`` positions at a time; 0 is prepended for the first kept position."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    def chunk(hidden_bcH: Any, targets_bc: Any) -> tuple[Any, Any]:
+        logits_bcV = head(hidden_bcH)
+        logprobs_bc = next_token_logprobs(logits_bcV, targets_bc, temperature)
+        if not entropy:
+            return logprobs_bc, None
+        with torch.no_grad():
+            return logprobs_bc, next_token_entropy(logits_bcV.detach(), temperature)
+
+    grad = torch.is_grad_enabled() and hidden_BKH.requires_grad
+    logprobs, entropies = [], []
+    for start in range(0, max(hidden_BKH.shape[1], 1), positions_per_chunk):  # once when there is nothing
+        args = (
+            hidden_BKH[:, start : start + positions_per_chunk],
+            targets_BK[:, start : start + positions_per_chunk],
+        )
+        logprobs_bc, entropy_bc = checkpoint(chunk, *args, use_reentrant=False) if grad else chunk(*args)
+        logprobs.append(logprobs_bc)
+        entropies.append(entropy_bc)
+    pad = torch.nn.functional.pad  # the first kept position has no prediction: 0, as in token_logprobs
+    logprobs_BK = pad(torch.cat(logprobs, dim=1), (1, 0))
+    return logprobs_BK, pad(torch.cat(entropies, dim=1), (1, 0)) if entropy else None
 
 
 @dataclass(frozen=True)
@@ -93,7 +171,9 @@ def micro_batch_loss(
     importance-sampling statistics."""
     import torch
 
-    logprobs_BT, entropy_BT = forward_logprobs(model, mb, cfg.rollout.temperature)
+    logprobs_BT, entropy_BT = forward_logprobs(
+        model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens
+    )
     old_logprobs_BT = logprobs_BT.detach()
     is_weights_BT, is_stats = None, dict[str, float]()
     if cfg.loss.importance_sampling:
@@ -103,7 +183,13 @@ def micro_batch_loss(
     ref_logprobs_BT = None
     if ref_model is not None:
         with torch.no_grad(), accelerator.autocast():  # the policy's precision
-            ref_logprobs_BT, _ = forward_logprobs(ref_model, mb, cfg.rollout.temperature, entropy=False)
+            ref_logprobs_BT, _ = forward_logprobs(
+                ref_model,
+                mb,
+                cfg.rollout.temperature,
+                entropy=False,
+                chunk_tokens=cfg.optim.logits_chunk_tokens,
+            )
     loss, stats = policy_loss(
         logprobs_BT,
         old_logprobs_BT,

@@ -43,3 +43,42 @@ def test_logits_to_keep_gives_the_same_logprobs_on_loss_tokens(tiny_model_dir: P
     with torch.no_grad():
         ref_lp, no_entropy = forward_logprobs(model, batch, temperature=0.7, entropy=False)
     assert no_entropy is None and torch.equal(ref_lp, got_lp)
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 6, 1024])
+def test_chunked_output_head_gives_the_same_logprobs_and_gradients(
+    tiny_model_dir: Path, chunk_tokens: int
+) -> None:
+    """The head run a few positions at a time under checkpointing: same values, same gradients, the
+    entropies too; micro-batches with no loss token still run."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    seqs = [
+        {"ids": list(range(5, 17)), "loss_mask": [0] * 4 + [1] * 5 + [0] + [1] * 2, "logprobs": [0.0] * 12},
+        {"ids": list(range(30, 38)), "loss_mask": [0] * 3 + [1] * 5, "logprobs": [0.0] * 8},
+    ]
+    batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
+    weights = torch.randn(batch.input_ids_BT.shape)
+
+    def run(chunk: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad()
+        logprobs, entropy = forward_logprobs(model, batch, temperature=0.7, chunk_tokens=chunk)
+        (logprobs * batch.loss_mask_BT * weights).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return logprobs.detach(), entropy, grads
+
+    plain_lp, plain_ent, plain_grads = run(0)
+    lp, ent, grads = run(chunk_tokens)
+    assert torch.allclose(lp, plain_lp, atol=1e-5)
+    assert torch.allclose(ent, plain_ent, atol=1e-4)
+    assert grads.keys() == plain_grads.keys() and len(grads) > 3
+    for name, grad in grads.items():
+        assert torch.allclose(grad, plain_grads[name], atol=1e-5), name
+    assert float(plain_lp.abs().sum()) > 0  # the comparison is not between zeros
+
+    for ids in ([5, 6, 7], [5]):  # no loss token; a one-token micro-batch (the padding one of a step)
+        empty = collate(
+            [{"ids": ids, "loss_mask": [0] * len(ids), "logprobs": [0.0] * len(ids)}], [0.0], [False], 0
+        )
+        plain_empty, _ = forward_logprobs(model, empty, temperature=1.0)
+        lp_empty, _ = forward_logprobs(model, empty, temperature=1.0, chunk_tokens=chunk_tokens)
+        assert lp_empty.shape == (1, len(ids)) and torch.allclose(lp_empty, plain_empty, atol=1e-5)
