@@ -48,6 +48,17 @@ def scenario_example(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def example_scenario(example: dict[str, Any]) -> Scenario:
+    """The scenario back from its dataset example (``scenario_example``)."""
+    info = example.get("info", {})
+    return Scenario(
+        prompt=example["prompt"],
+        answers=example["answer"],
+        name=info.get("scenario", ""),
+        revealed_info=dict(info.get("revealed_info", {})),
+    )
+
+
 class MultiStepMultiTurnEnv(MultiTurnEnv):
     """Progressive reveal: satisfied requirements reveal the next piece of the scenario."""
 

@@ -33,10 +33,12 @@ class ModelConfig(Section):
     """Recompute activations in the backward pass to save memory."""
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """Attention kernel (flash-attn only on CUDA hosts)."""
-    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    mixed_precision: Literal["no", "bf16", "fp16", "auto"] = "no"
     """Autocast the training forward/backward (accelerate's ``mixed_precision``; the weights and the optimiser
-    stay in ``dtype``). ``bf16`` runs the training step about 2.3x faster on CPUs with AVX-512 BF16.
-    DeepSpeed launches take their precision from the DeepSpeed config instead."""
+    stay in ``dtype``). ``bf16`` runs the training step about 2.3x faster on CPUs with AVX-512 BF16, and many
+    times slower on CPUs without it (emulated); ``auto`` takes ``bf16`` where the hardware computes it (a
+    CUDA GPU with bf16, a CPU with AVX-512 BF16 or AMX) and ``no`` elsewhere. DeepSpeed launches take their
+    precision from the DeepSpeed config instead."""
 
     @field_validator("mixed_precision", mode="before")
     @classmethod
@@ -63,8 +65,11 @@ class EnvConfig(Section):
     """Override the endpoint of the judge in use (an LLM judge), e.g. ``http://judge-host:8001/v1``."""
     judge_model: str | None = None
     """Override the model name the judge in use (an LLM judge) sends."""
+    eval_scenarios: str | None = None
+    """Held-out scenario YAML/JSONL (``multistep``): evaluated before and after training, never trained on;
+    when set, every scenario of ``scenarios`` is trained on and ``eval_fraction`` is not used."""
     eval_fraction: float = Field(0.25, ge=0.0, lt=1.0)
-    """Share of scenarios held out for evaluation."""
+    """Share of scenarios held out for evaluation (without ``eval_scenarios``)."""
     split_seed: int = 0
     """Seed of the train/eval split."""
     system_prompt: str | None = None

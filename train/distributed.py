@@ -31,13 +31,17 @@ def make_accelerator(cfg: TrainConfig) -> Any:
     # process (it assumes a dataloader sharded over the processes), which would run the schedule N times fast.
     common: dict[str, Any] = {"step_scheduler_with_optimizer": False}
     # under DeepSpeed the precision comes from the DeepSpeed config; elsewhere the run config's autocast
-    precision = {} if deepspeed_launched() else {"mixed_precision": cfg.model.mixed_precision}
+    precision = (
+        {}
+        if deepspeed_launched()
+        else {"mixed_precision": resolve_mixed_precision(cfg.model.mixed_precision)}
+    )
     if torch.cuda.is_available():
         accelerator = Accelerator(**common, **precision)
     elif deepspeed_launched():
         accelerator = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **common)
     else:  # one CPU process, or several over gloo (``--multi_gpu`` or ``--cpu`` on a CPU-only host)
-        if cfg.model.mixed_precision == "bf16" and not cpu_has_native_bf16():
+        if precision.get("mixed_precision") == "bf16" and not cpu_has_native_bf16():
             warnings.warn(
                 "model.mixed_precision: bf16 on a CPU without AVX-512 BF16 or AMX: bf16 matrix products are "
                 "emulated and the training step runs many times slower than in float32; set "
@@ -52,6 +56,18 @@ def make_accelerator(cfg: TrainConfig) -> Any:
         ds_config["gradient_clipping"] = cfg.optim.max_grad_norm
         ds_config.pop("train_batch_size", None)  # derived by DeepSpeed from the two above
     return accelerator
+
+
+def resolve_mixed_precision(setting: str) -> str:
+    """``model.mixed_precision`` for accelerate: ``auto`` becomes ``bf16`` where the hardware computes it
+    natively (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX), ``no`` elsewhere."""
+    import torch
+
+    if setting != "auto":
+        return setting
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+    return "bf16" if cpu_has_native_bf16() else "no"
 
 
 def cpu_has_native_bf16() -> bool:

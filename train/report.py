@@ -234,6 +234,7 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         "",
         *_summary_table(evals),
         "",
+        *_beside_trivial_policies(run_dir, before_rows, after_rows),
         "![curves](report.png)",
         "",
         "## Sample replies, before and after",
@@ -243,6 +244,39 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     out = run_dir / "report.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
+
+
+def _beside_trivial_policies(
+    run_dir: Path, before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]]
+) -> list[str]:
+    """The trained and untrained models beside the rubric probe's policies (``probe.json``, written by the
+    trainer before training) on the held-out scenarios: rewards with intervals clustered by scenario, root
+    accuracy per branch, pass rates per level, and the trained model's paired difference against each."""
+    from rubrics.multistep.probe import PolicyScore, Rollout, format_table, paired_difference, score_rollouts
+
+    probe_file = run_dir / "probe.json"
+    if not probe_file.is_file():
+        return []
+    probe_rows = [PolicyScore.from_dict(r) for r in json.loads(probe_file.read_text(encoding="utf-8"))]
+    model = {}
+    for name, rows in (("untrained", before_rows), ("trained", after_rows)):
+        rollouts = [Rollout.from_state(r) for r in rows]
+        roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
+        model[name] = score_rollouts(name, rollouts, roots)
+    table = [model["untrained"], model["trained"], *probe_rows]
+    lines = ["## Held-out, beside the trivial policies", "", *format_table(table), ""]
+    lines += [
+        "Trained minus each row, paired by scenario (mean of the per-scenario differences, 95% t-interval); "
+        "`ideal` is the ceiling, not a trivial policy:",
+        "",
+    ]
+    for other in [model["untrained"], *probe_rows]:
+        diff, half, n = paired_difference(model["trained"], other)
+        verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
+        lines.append(
+            f"- {other.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
+        )
+    return [*lines, ""]
 
 
 def _summary_table(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:

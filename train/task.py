@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, TypeVar
@@ -9,8 +10,15 @@ from typing import Any, TypeVar
 from envs.backends.base import SamplingParams
 from envs.datasets import split
 from envs.environment import Environment, SingleTurnEnv
-from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv, scenario_example
+from envs.multistep_env import (
+    DEFAULT_SYSTEM_PROMPT,
+    MultiStepMultiTurnEnv,
+    example_scenario,
+    scenario_example,
+)
 from rubrics.multistep.io import load_rubric, load_scenarios
+from rubrics.multistep.probe import PolicyScore
+from rubrics.multistep.scenario import Scenario
 from train.config import TrainConfig
 
 T = TypeVar("T")
@@ -67,10 +75,14 @@ def _multistep(
         rubric.default_judge = cfg.env.judge
     _override_judge_endpoint(cfg, rubric)
     scenarios = load_scenarios(cfg.env.scenarios, rubric)
-    train, held = _held_out(cfg, scenarios)
+    if cfg.env.eval_scenarios:
+        train, held = scenarios, load_scenarios(cfg.env.eval_scenarios, rubric)
+        _check_disjoint(cfg, train, held)
+    else:
+        train, held = _held_out(cfg, scenarios)
     env = MultiStepMultiTurnEnv(
         rubric,
-        scenarios,
+        [*train, *held],
         tokenizer,
         system_prompt=cfg.env.system_prompt or DEFAULT_SYSTEM_PROMPT,
         sampling=sampling,
@@ -78,6 +90,35 @@ def _multistep(
         max_total_tokens=cfg.env.max_total_tokens,
     )
     return env, [scenario_example(s) for s in train], [scenario_example(s) for s in held]
+
+
+def _check_disjoint(cfg: TrainConfig, train: list[Scenario], held: list[Scenario]) -> None:
+    """A held-out scenario that is also trained on measures memory, not generalisation: refuse it."""
+    prompts = {str(s.prompt) for s in train}
+    shared = [s.name or str(s.prompt)[:60] for s in held if str(s.prompt) in prompts]
+    if shared:
+        raise ValueError(
+            f"env.eval_scenarios: {cfg.env.eval_scenarios}: {len(shared)} held-out scenario(s) also in "
+            f"env.scenarios (same prompt): {', '.join(shared[:5])}"
+        )
+
+
+def probe_held_out(
+    cfg: TrainConfig, env: Environment, train_examples: list[dict[str, Any]], held: list[dict[str, Any]]
+) -> list[PolicyScore]:
+    """The rubric probe's rows on the held-out scenarios, as the model plays them (``env.max_turns``); the
+    majority answers are the training scenarios' (what a policy that learned only them would say)."""
+    from rubrics.multistep.probe import probe
+
+    assert isinstance(env, MultiStepMultiTurnEnv)
+    return asyncio.run(
+        probe(
+            env.multistep_rubric,
+            [example_scenario(e) for e in held],
+            cfg.env.max_turns,
+            majority_from=[example_scenario(e) for e in train_examples],
+        )
+    )
 
 
 def _held_out(cfg: TrainConfig, items: list[T]) -> tuple[list[T], list[T]]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import math
 import threading
 import time
@@ -43,7 +44,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.distributed import make_accelerator
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
-    from train.task import build_task
+    from train.task import build_task, probe_held_out
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
@@ -79,6 +80,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     before = evaluate("eval_before") if start_step == 0 and eval_examples else None
     if before is not None:
         logger.log(0, _numbers(before, "eval/"))
+    if before is not None and cfg.env.type == "multistep":  # the trivial policies, for the report
+        rows = probe_held_out(cfg, env, train_examples, eval_examples)
+        (run_dir / "probe.json").write_text(
+            json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
+        )
 
     # -- 5. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
     prefetch = _Prefetch(orchestrator, loop, cfg)

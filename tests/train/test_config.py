@@ -50,7 +50,7 @@ def test_dotted_overrides() -> None:
             ["rollout.backend=vllm", "rollout.vllm_urls=[http://x]", "rollout.inference_dtype=bfloat16"],
             "rollout.inference_dtype: only for backend 'local'",
         ),
-        (["model.mixed_precision=bf8"], "model.mixed_precision: Input should be 'no', 'bf16' or 'fp16'"),
+        (["model.mixed_precision=bf8"], "model.mixed_precision: Input should be 'no', 'bf16', 'fp16' or 'auto'"),
         (["nonsense"], "expected key.path=value"),
     ],
 )
@@ -76,3 +76,15 @@ def test_config_models_import_without_torch() -> None:
     code = "import sys, train.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_auto_mixed_precision_follows_the_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` takes bf16 only where it is computed natively: an emulated bf16 step is many times slower."""
+    import train.distributed as distributed
+
+    assert distributed.resolve_mixed_precision("no") == "no"
+    assert distributed.resolve_mixed_precision("bf16") == "bf16"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    for native, want in ((True, "bf16"), (False, "no")):
+        monkeypatch.setattr(distributed, "cpu_has_native_bf16", lambda native=native: native)
+        assert distributed.resolve_mixed_precision("auto") == want
