@@ -21,7 +21,15 @@ from typing import IO, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rubrics.judges.base import render_messages, response_text
-from rubrics.loading import FileLoadError, parse_json, parse_yaml, read_text
+from rubrics.loading import (
+    Document,
+    FileLoadError,
+    parse_json,
+    parse_yaml_document,
+    read_text,
+    schema_error,
+)
+from rubrics.messages import show
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
 
@@ -34,7 +42,7 @@ class Criterion(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    weight: float = Field(allow_inf_nan=False)
+    weight: float = Field(strict=True, allow_inf_nan=False)
     """Points when MET: positive for a desired trait, negative for an error."""
     requirement: str = Field(min_length=1)
     """What the response must do (or, for a negative weight, the error it must not make)."""
@@ -64,53 +72,57 @@ class EvaluationReport(BaseModel):
     """Per-criterion verdict, requirement and reason; None for ``RubricAsJudgeGrader``."""
 
 
-class CriteriaLoadError(ValueError):
-    """A rubric file or object is malformed; the message names the file, the item and the field."""
+class CriteriaLoadError(FileLoadError):
+    """A rubric file or object is malformed; carries the file, line and field (``rubrics.loading`` style)."""
 
 
-def _items(data: Any, where: str) -> list[tuple[str, Any]]:
-    """Every criterion item with its path, from any accepted shape."""
+Where = tuple[Any, ...]
+"""A place in the criteria document (``("sections", 1, "criteria", 0)``)."""
+
+
+def _items(doc: Document, data: Any, where: Where) -> list[tuple[Where, Any]]:
+    """Every criterion item with its place, from any accepted shape."""
     if isinstance(data, Mapping):
         for key in ("sections", "rubric", "criteria"):
             if key in data:
-                return _items(data[key], f"{where}.{key}" if where else key)
-        raise CriteriaLoadError(
-            f"{where or 'rubric'}: expected a list of criteria or a dict with a 'sections', 'rubric' or "
-            f"'criteria' key; got keys {sorted(map(str, data))}"
-        )
+                return _items(doc, data[key], (*where, key))
+        expected = "a list of criteria or a mapping with a 'sections', 'rubric' or 'criteria' key"
+        raise _error(doc, where, f"wrong shape (expected {expected}, got {show(data)})")
     if isinstance(data, str | bytes) or not isinstance(data, Sequence):
-        raise CriteriaLoadError(
-            f"{where or 'rubric'}: expected a list of criteria, got {type(data).__name__}"
-        )
-    out: list[tuple[str, Any]] = []
+        raise _error(doc, where, f"wrong type (expected a list of criteria, got {show(data)})")
+    out: list[tuple[Where, Any]] = []
     for i, item in enumerate(data):
-        path = f"{where}[{i}]"
         if isinstance(item, Mapping) and "criteria" in item:
-            out.extend(_items(item["criteria"], f"{path}.criteria"))
+            out.extend(_items(doc, item["criteria"], (*where, i, "criteria")))
         else:
-            out.append((path, item))
+            out.append(((*where, i), item))
     return out
 
 
-def _criterion(path: str, item: Any) -> Criterion:
+def _criterion(doc: Document, where: Where, item: Any) -> Criterion:
     if isinstance(item, Criterion):
         return item
     if not isinstance(item, Mapping):
-        raise CriteriaLoadError(f"{path}: expected a mapping with 'weight' and 'requirement', got {item!r}")
+        raise _error(
+            doc, where, f"wrong type (expected a mapping with weight and requirement, got {show(item)})"
+        )
     try:
         return Criterion.model_validate(dict(item))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field {'.'.join(map(str, e['loc'])) or '?'!r}: {e['msg']}" for e in exc.errors()
-        )
-        raise CriteriaLoadError(f"{path}: {problems}") from None
+        raise schema_error(exc, doc, where, Criterion, CriteriaLoadError) from None
 
 
-def _load_text(text: str, source: str, kind: Literal["yaml", "json"]) -> Any:
+def _error(doc: Document, where: Where, reason: str) -> CriteriaLoadError:
+    return doc.error(where, reason, CriteriaLoadError)
+
+
+def _load_text(text: str, source: str, kind: Literal["yaml", "json"]) -> Document:
     try:
-        return parse_json(text, source) if kind == "json" else parse_yaml(text, source)
+        if kind == "json":
+            return Document(parse_json(text, source), source)
+        return parse_yaml_document(text, source)
     except FileLoadError as exc:
-        raise CriteriaLoadError(str(exc)) from None
+        raise CriteriaLoadError(exc.file, exc.reason, exc.line, exc.field) from None
 
 
 class Grader(Protocol):
@@ -133,10 +145,11 @@ class CriteriaRubric:
     """A list of weighted criteria, graded by an autograder."""
 
     def __init__(self, criteria: Sequence[Criterion | Mapping[str, Any]], autograder: Grader | None = None):
-        self.criteria: list[Criterion] = [_criterion(f"[{i}]", c) for i, c in enumerate(criteria)]
+        doc = Document(criteria, "<criteria>")
+        self.criteria: list[Criterion] = [_criterion(doc, (i,), c) for i, c in enumerate(criteria)]
         """The criteria, in order (their indices are the one-shot grader's ``criterion_idx``)."""
         if not self.criteria:
-            raise CriteriaLoadError("a criteria rubric needs at least one criterion")
+            raise CriteriaLoadError(doc.file, "no criteria (expected at least one criterion)")
         self.autograder = autograder
         """Used by ``grade`` when none is passed."""
 
@@ -145,21 +158,25 @@ class CriteriaRubric:
 
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> CriteriaRubric:
-        """Build from plain data of any accepted shape; ``source`` (a file name) prefixes error messages."""
-        try:
-            return cls([_criterion(path, item) for path, item in _items(data, "")])
-        except CriteriaLoadError as exc:
-            raise CriteriaLoadError(f"{source}: {exc}" if source else str(exc)) from None
+        """Build from plain data of any accepted shape; ``source`` (a file name) starts error messages."""
+        return cls._from_document(Document(data, source or "<criteria>"))
+
+    @classmethod
+    def _from_document(cls, doc: Document) -> CriteriaRubric:
+        items = _items(doc, doc.data, ())
+        if not items:
+            raise _error(doc, (), "no criteria (expected at least one criterion)")
+        return cls([_criterion(doc, where, item) for where, item in items])
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<yaml>") -> CriteriaRubric:
         """Build from YAML text."""
-        return cls.from_dict(_load_text(text, source, "yaml"), source)
+        return cls._from_document(_load_text(text, source, "yaml"))
 
     @classmethod
     def from_json(cls, text: str, source: str = "<json>") -> CriteriaRubric:
         """Build from JSON text."""
-        return cls.from_dict(_load_text(text, source, "json"), source)
+        return cls._from_document(_load_text(text, source, "json"))
 
     @classmethod
     def from_file(cls, file: str | os.PathLike[str] | IO[str] | IO[bytes]) -> CriteriaRubric:
@@ -169,16 +186,19 @@ class CriteriaRubric:
             try:
                 text = read_text(path)
             except FileLoadError as exc:
-                raise CriteriaLoadError(str(exc)) from None
+                raise CriteriaLoadError(exc.file, exc.reason, exc.line) from None
             except OSError as exc:
-                raise CriteriaLoadError(f"{path}: cannot read: {exc}") from exc
+                raise CriteriaLoadError(path, f"cannot read: {exc}") from exc
             name = str(path)
         else:
             raw = file.read()
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
             name = str(getattr(file, "name", "<file>"))
+            try:
+                text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError as exc:
+                raise CriteriaLoadError(name, f"not UTF-8 ({exc.reason} at offset {exc.start})") from None
         kind: Literal["yaml", "json"] = "json" if name.lower().endswith(".json") else "yaml"
-        return cls.from_dict(_load_text(text, name, kind), name)
+        return cls._from_document(_load_text(text, name, kind))
 
     def to_dict(self) -> list[dict[str, Any]]:
         """The criteria as a flat list of plain dicts."""

@@ -14,17 +14,26 @@ it is a ``ValueError``, so callers that catch ``ValueError`` keep working.
   a key repeated in one mapping is an error naming both lines (the last one would silently win, which is
   how a user loses a branch); ``1e-3`` is a number (YAML 1.1 reads a float without a dot as a string);
   nesting deeper than ``MAX_DEPTH`` and alias expansions beyond ``MAX_ALIAS_NODES`` nodes (a "billion
-  laughs" file) are refused before anything walks the document.
+  laughs" file) are refused before anything walks the document. ``parse_yaml_document`` also returns the
+  line of every key and item, so later checks can name the line of the field they refuse.
+
+How to write a message: see ``rubrics.messages`` (``show``, ``field_path``, ``schema_problem``);
+``schema_error`` turns the first failure of a pydantic schema check into that shape.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
+
+from rubrics.messages import field_path, schema_problem, show
 
 MAX_DEPTH = 100
 """Deepest nesting of mappings and lists a file may have."""
@@ -107,8 +116,13 @@ class _StrictLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             try:
                 first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                continue
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"a key must be a plain value such as a name, not {show(key)}",
+                    key_node.start_mark,
+                ) from None
             if first is not None:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark
@@ -134,11 +148,49 @@ def _size(node: Any, seen: dict[int, int] | None = None) -> int:
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _SCIENTIFIC, list("-+0123456789"))
 
 
-def parse_yaml(text: str, source: str | Path = "<string>") -> Any:
-    """One YAML document, strictly (see the module docstring); errors name ``source`` and the line."""
+E = TypeVar("E", bound=FileLoadError)
+
+Place = tuple[Any, ...]
+"""A place in a parsed document: the keys and indices from the top (``("requirements", 2, "name")``)."""
+
+
+@dataclass
+class Document:
+    """A parsed file with the line of each key and item, for messages that point at the line."""
+
+    data: Any
+    """The parsed document."""
+    file: str
+    """Where it came from."""
+    lines: dict[Place, int] = field(default_factory=dict)
+    """1-based line of each place (a mapping entry's key line); empty for JSON."""
+
+    def line(self, where: Sequence[Any]) -> int | None:
+        """The line of ``where``, or of its nearest enclosing place that has one."""
+        parts = tuple(where)
+        for end in range(len(parts), -1, -1):
+            try:
+                line = self.lines.get(parts[:end])
+            except TypeError:  # an unhashable part (a list used as a key)
+                continue
+            if line is not None:
+                return line
+        return None
+
+    def error(self, where: Sequence[Any], reason: str, cls: type[E]) -> E:
+        """A ``cls`` error (``FileLoadError`` or a subclass) at ``where``, with its line."""
+        return cls(self.file, reason, self.line(where), field_path(where) or None)
+
+
+def parse_yaml_document(text: str, source: str | Path = "<string>") -> Document:
+    """One YAML document, strictly (see the module docstring), with the line of every key and item."""
     loader = _StrictLoader(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return Document(None, str(source))
+        data = loader.construct_document(node)
+        return Document(data, str(source), _line_map(loader, node))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -154,6 +206,34 @@ def parse_yaml(text: str, source: str | Path = "<string>") -> Any:
         loader.dispose()
 
 
+def parse_yaml(text: str, source: str | Path = "<string>") -> Any:
+    """One YAML document, strictly (see the module docstring); errors name ``source`` and the line."""
+    return parse_yaml_document(text, source).data
+
+
+def _line_map(loader: _StrictLoader, root: Any) -> dict[Place, int]:
+    """The line of every place under ``root`` (a node shared through aliases is mapped once)."""
+    lines: dict[Place, int] = {}
+    stack: list[tuple[Place, Any]] = [((), root)]
+    seen: set[int] = set()
+    while stack:
+        where, node = stack.pop()
+        lines.setdefault(where, node.start_mark.line + 1)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(((*where, i), child) for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue  # a list or mapping used as a key: the schema refuses it
+                place = (*where, loader.construct_object(key_node))
+                lines.setdefault(place, key_node.start_mark.line + 1)
+                stack.append((place, value))
+    return lines
+
+
 def parse_json(text: str, source: str | Path = "<string>") -> Any:
     """One JSON document; errors name ``source``, the line and the column."""
     try:
@@ -167,3 +247,52 @@ def parse_json(text: str, source: str | Path = "<string>") -> Any:
 def load_yaml_file(path: str | Path) -> Any:
     """``parse_yaml(read_text(path))``."""
     return parse_yaml(read_text(path), path)
+
+
+def load_yaml_document(path: str | Path) -> Document:
+    """``parse_yaml_document(read_text(path))``."""
+    return parse_yaml_document(read_text(path), path)
+
+
+# -- schema errors ----------------------------------------------------------------------------------
+
+
+def schema_error(
+    exc: ValidationError,
+    doc: Document,
+    where: Sequence[Any],
+    model: type[BaseModel] | None,
+    cls: type[E],
+) -> E:
+    """The first failure of a pydantic validation of the part of ``doc`` at ``where``, as a ``cls`` error
+    naming the line and the field path (and how many more failures there were)."""
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    first = (unknown or errors)[0]  # a misspelt field explains the "missing" one it was meant to be
+    loc = _real_keys(doc.data, where, [part for part in first["loc"] if part != "[key]"])
+    fields = list(model.model_fields) if model is not None and len(loc) == 1 else []
+    reason = schema_problem(first, fields)
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem(s) in this entry)"
+    return doc.error((*where, *loc), reason, cls)
+
+
+def _real_keys(data: Any, where: Sequence[Any], loc: Sequence[Any]) -> list[Any]:
+    """pydantic writes a mapping key that is not a string or an integer (``1.0``, a date) as its text; put
+    the key back, so that the field path and the line are those of the file."""
+    for part in where:
+        data = _child(data, part)
+    out = []
+    for part in loc:
+        if isinstance(data, Mapping) and part not in data:
+            part = next((key for key in data if str(key) == str(part)), part)
+        out.append(part)
+        data = _child(data, part)
+    return out
+
+
+def _child(data: Any, part: Any) -> Any:
+    try:
+        return data[part]
+    except (KeyError, IndexError, TypeError):
+        return None

@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -115,8 +116,14 @@ class LLMJudgeClient:
         extra_body: dict[str, Any] | None = None,
         lean_http: bool | None = None,
     ) -> None:
-        if max_attempts < 1 or max_concurrency < 1 or timeout_s <= 0:
-            raise ValueError("max_attempts and max_concurrency must be >= 1 and timeout_s > 0")
+        _check_settings(
+            max_concurrency=max_concurrency,
+            max_attempts=max_attempts,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
         self.base_url = base_url
         """Endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
         self.model = model
@@ -281,6 +288,18 @@ class LLMJudgeClient:
                     logger.warning(
                         "judge %s rejected response_format %s; using %s", self.model, mode, self._mode
                     )
+
+
+def _check_settings(**settings: Any) -> None:
+    """Counts (``max_*``) are whole numbers >= 1 and durations (``*_s``) finite numbers > 0; ``true`` is
+    neither (``ValueError`` naming the setting, the expectation and the value)."""
+    for name, value in settings.items():
+        whole = name.startswith("max_")
+        number = isinstance(value, int if whole else int | float) and not isinstance(value, bool)
+        in_range = number and math.isfinite(value) and (value >= 1 if whole else value > 0)
+        if not in_range:
+            expected = "a whole number >= 1" if whole else "a number of seconds > 0"
+            raise ValueError(f"LLMJudgeClient: {name} is invalid (expected {expected}, got {value!r})")
 
 
 def _parse(parse: Callable[[str], T], text: str, finish_reason: str | None) -> T:

@@ -60,8 +60,8 @@ class LLMJudge:
         name: str | None = None,
         system_prompt: str = DEFAULT_JUDGE_SYSTEM_PROMPT,
     ) -> None:
-        if not question.strip():
-            raise ValueError("LLMJudge needs a non-empty question")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"LLMJudge needs a non-empty question (got {question!r})")
         self.client = client
         """The endpoint (shared concurrency, retries, cache)."""
         self.question = question

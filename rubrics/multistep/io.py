@@ -1,51 +1,52 @@
-"""YAML in and out for multi-step rubrics and scenarios (format version 1).
+"""YAML in and out for multi-step rubrics (format version 1); scenario files are ``scenario_io.py``'s,
+re-exported here.
 
-Loading uses ``yaml.safe_load`` only: no Python object is ever constructed from a YAML tag. Every load
-error names the file, the entry and the field. Saving then loading gives back an equal rubric.
+Files are read through ``rubrics.loading`` (UTF-8, no Python objects from tags, duplicate keys refused,
+bounded nesting and aliases), then checked part by part against the declared schema (``schema.py``), then
+built (requirements, the DAG, judges, the strategy). Every error is a ``RubricFileError`` in the loaders'
+message style, ``FILE:LINE: where.in.the.document: what is wrong (expected X, got Y)``. Saving then loading
+gives back an equal rubric.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rubrics.loading import FileLoadError, load_yaml_file, read_text
+from rubrics.loading import Document
+from rubrics.messages import show
+from rubrics.multistep.files import (
+    FORMAT_VERSION,
+    RubricFileError,
+    check_version,
+    error_at,
+    read_yaml,
+    validated,
+)
 from rubrics.multistep.judging import judge_from_dict
 from rubrics.multistep.requirements import REQUIREMENT_TYPES, Requirement
 from rubrics.multistep.rubric import MultiStepRubric
-from rubrics.multistep.scenario import Scenario
+from rubrics.multistep.scenario_io import load_scenarios, save_scenarios, scenario_from_dict
+from rubrics.multistep.schema import JUDGE_SCHEMAS, REQUIREMENT_SCHEMAS, RubricSchema, StrategySchema
+from rubrics.multistep.strategies import PARAMS, STRATEGIES, RewardStrategy
 
-FORMAT_VERSION = 1
-"""The version written by this code, and the only one it reads."""
-
-RUBRIC_KEYS = {
-    "format_version",
-    "name",
-    "description",
-    "judges",
-    "default_judge",
-    "reward_strategy",
-    "roots",
-    "requirements",
-}
-REQUIREMENT_KEYS = {"name", "type", "question", "dependencies", "judge", "rules"}
-SCENARIO_KEYS = {
-    "name",
-    "description",
-    "hidden_description",
-    "prompt",
-    "completion",
-    "answers",
-    "revealed_info",
-}
-
-
-class RubricFileError(ValueError):
-    """A rubric or scenario file is malformed; the message names the file, the entry and the field."""
+__all__ = [
+    "FORMAT_VERSION",
+    "RubricFileError",
+    "load_rubric",
+    "load_scenarios",
+    "requirement_from_dict",
+    "requirement_to_dict",
+    "rubric_from_dict",
+    "rubric_to_dict",
+    "save_rubric",
+    "save_scenarios",
+    "scenario_from_dict",
+]
 
 
 # -- rubrics ---------------------------------------------------------------------------------------
@@ -79,78 +80,132 @@ def rubric_to_dict(rubric: MultiStepRubric) -> dict[str, Any]:
     return data
 
 
-def requirement_from_dict(data: Any, where: str) -> Requirement:
-    """One requirement from plain data; errors start with ``where``."""
-    if not isinstance(data, Mapping):
-        raise RubricFileError(f"{where}: expected a mapping, got {type(data).__name__}")
-    label = f"{where} ({data.get('name')!r})" if "name" in data else where
-    kind = data.get("type", "binary")
-    if kind not in REQUIREMENT_TYPES:
-        raise RubricFileError(
-            f"{label}: field 'type' must be one of {', '.join(REQUIREMENT_TYPES)}, got {kind!r}"
-        )
-    cls = REQUIREMENT_TYPES[kind]
-    allowed = REQUIREMENT_KEYS | set(cls.__dataclass_fields__) - {"kind"}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise RubricFileError(f"{label}: unknown field(s) {unknown} for a {kind} requirement")
-    for required in ("name", "question"):
-        if required not in data:
-            raise RubricFileError(f"{label}: field {required!r} is missing")
-    for mapping_field in ("dependencies", "rules"):
-        if mapping_field in data and not isinstance(data[mapping_field], Mapping | None):
-            raise RubricFileError(f"{label}: field {mapping_field!r} must be a mapping of answer -> value")
-    fields = {k: v for k, v in data.items() if k != "type"}
-    fields["dependencies"] = dict(fields.get("dependencies") or {})
-    fields["rules"] = dict(fields.get("rules") or {})
-    try:
-        return cls(**fields)
-    except (TypeError, ValueError) as exc:
-        raise RubricFileError(f"{label}: {exc}") from exc
+def requirement_from_dict(data: Any, where: str = "<dict>") -> Requirement:
+    """One requirement from plain data; errors name ``where``."""
+    return _requirement(Document(data, where), (), data)
 
 
 def rubric_from_dict(data: Any, source: str = "<dict>") -> MultiStepRubric:
     """A rubric from plain data; errors name ``source``, the entry and the field."""
-    if not isinstance(data, Mapping):
-        raise RubricFileError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    _check_version(data, source)
-    unknown = sorted(set(data) - RUBRIC_KEYS)
-    if unknown:
-        raise RubricFileError(
-            f"{source}: unknown top-level field(s) {unknown} (allowed: {sorted(RUBRIC_KEYS)})"
-        )
-    items = data.get("requirements")
-    if not isinstance(items, list) or not items:
-        raise RubricFileError(f"{source}: field 'requirements' must be a non-empty list")
-    requirements = [
-        requirement_from_dict(item, f"{source}: requirements[{i}]") for i, item in enumerate(items)
-    ]
-    judges_data = data.get("judges") or {"rules": {"type": "rules"}}
-    if not isinstance(judges_data, Mapping):
-        raise RubricFileError(f"{source}: field 'judges' must map judge names to their settings")
-    judges = {}
-    for name, jd in judges_data.items():
-        try:
-            judges[str(name)] = judge_from_dict(str(name), jd)
-        except ValueError as exc:
-            raise RubricFileError(f"{source}: judges.{name}: {exc}") from exc
+    return _rubric(Document(data, source))
+
+
+def _rubric(doc: Document) -> MultiStepRubric:
+    if not isinstance(doc.data, Mapping):
+        raise error_at(doc, (), f"wrong type (expected a mapping of rubric fields, got {show(doc.data)})")
+    check_version(doc, doc.data)
+    top = validated(doc, (), RubricSchema, doc.data)
+    requirements = [_requirement(doc, ("requirements", i), item) for i, item in enumerate(top.requirements)]
+    judges_data = top.judges if top.judges is not None else {"rules": {"type": "rules"}}
+    judges = {name: _judge(doc, name, settings) for name, settings in judges_data.items()}
+    strategy = _strategy(doc, top.reward_strategy)
     try:
         return MultiStepRubric(
             requirements,
             judges,
-            reward_strategy=data.get("reward_strategy", "level_weighted"),
-            default_judge=data.get("default_judge"),
-            roots=data.get("roots"),
-            name=str(data.get("name", "") or ""),
-            description=str(data.get("description", "") or ""),
+            reward_strategy=strategy,
+            default_judge=top.default_judge,
+            roots=top.roots,
+            name=top.name,
+            description=top.description,
         )
     except ValueError as exc:
-        raise RubricFileError(f"{source}: {exc}") from exc
+        raise _graph_error(doc, str(exc)) from None
+
+
+def _requirement(doc: Document, where: tuple[Any, ...], data: Any) -> Requirement:
+    if not isinstance(data, Mapping):
+        raise error_at(
+            doc, where, f"wrong type (expected a mapping with a name and a question, got {show(data)})"
+        )
+    kind = data.get("type", "binary")
+    if not isinstance(kind, str) or kind not in REQUIREMENT_SCHEMAS:
+        raise error_at(
+            doc,
+            (*where, "type"),
+            f"unknown requirement type (expected one of {', '.join(REQUIREMENT_TYPES)}, got {show(kind)})",
+        )
+    fields = dict(data)
+    if "options" in fields:
+        fields["options"] = _option_items(fields["options"])
+    schema = validated(doc, where, REQUIREMENT_SCHEMAS[kind], fields)
+    values = schema.model_dump(exclude_none=True, exclude={"type"})
+    try:
+        return REQUIREMENT_TYPES[kind](**values)
+    except ValueError as exc:
+        reason = str(exc).removeprefix(f"requirement {schema.name!r}: ")
+        raise error_at(doc, where, reason) from None
+
+
+def _option_items(options: Any) -> Any:
+    """Options in their list-of-mappings form: a bare number is ``{value: n}``; a mapping ``{n: meaning}``
+    is one ``{value, meaning}`` per entry."""
+    if isinstance(options, Mapping):
+        return [{"value": value, "meaning": meaning} for value, meaning in options.items()]
+    if isinstance(options, list):
+        return [item if isinstance(item, Mapping) else {"value": item} for item in options]
+    return options
+
+
+def _judge(doc: Document, name: str, data: Any) -> Any:
+    where = ("judges", name)
+    kind = data.get("type") if isinstance(data, Mapping) else None
+    if not isinstance(kind, str) or kind not in JUDGE_SCHEMAS:
+        got = show(kind) if isinstance(data, Mapping) else show(data)
+        place = (*where, "type") if isinstance(data, Mapping) else where
+        raise error_at(doc, place, f"unknown judge type (expected 'rules' or 'llm', got {got})")
+    schema = validated(doc, where, JUDGE_SCHEMAS[kind], data)
+    try:
+        return judge_from_dict(name, schema.model_dump(exclude_none=True))
+    except ValueError as exc:
+        raise error_at(doc, where, str(exc)) from None
+
+
+def _strategy(doc: Document, data: Any) -> RewardStrategy:
+    where = ("reward_strategy",)
+    if isinstance(data, str):
+        if data not in STRATEGIES:
+            raise error_at(
+                doc,
+                where,
+                f"unknown reward strategy (expected one of {', '.join(STRATEGIES)}, got {show(data)})",
+            )
+        return RewardStrategy(type=data)
+    if not isinstance(data, Mapping):
+        raise error_at(
+            doc, where, f"wrong type (expected a strategy name or a mapping with a type, got {show(data)})"
+        )
+    schema = validated(doc, where, StrategySchema, data)
+    for param in ("level_bonus", "growth"):
+        allowed = PARAMS.get(schema.type, {})
+        if getattr(schema, param) is not None and param not in allowed:
+            reason = (
+                f"not a parameter of the {schema.type!r} strategy (allowed: {', '.join(allowed) or 'none'})"
+            )
+            raise error_at(doc, (*where, param), reason)
+    try:
+        return RewardStrategy.from_dict(schema.model_dump(exclude_none=True))
+    except ValueError as exc:
+        raise error_at(doc, where, str(exc).removeprefix("reward strategy: ")) from None
+
+
+def _graph_error(doc: Document, message: str) -> RubricFileError:
+    """A DAG or judge error (``requirement 'x': ...``), placed at requirement x's entry when it names one."""
+    items = doc.data.get("requirements") if isinstance(doc.data, Mapping) else None
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        prefix = f"requirement {name!r}: "
+        if isinstance(name, str) and message.startswith(prefix):
+            return error_at(doc, ("requirements", i), message.removeprefix(prefix))
+    field = re.match(r"field '(\w+)':? (.*)", message)
+    if field and isinstance(doc.data, Mapping) and field[1] in doc.data:
+        return error_at(doc, (field[1],), field[2])
+    return RubricFileError(doc.file, message)
 
 
 def load_rubric(path: str | Path) -> MultiStepRubric:
     """Read a rubric YAML (or JSON) file."""
-    return rubric_from_dict(_read_yaml(Path(path)), str(path))
+    return _rubric(read_yaml(Path(path)))
 
 
 def save_rubric(rubric: MultiStepRubric, path: str | Path) -> None:
@@ -158,117 +213,3 @@ def save_rubric(rubric: MultiStepRubric, path: str | Path) -> None:
     Path(path).write_text(
         yaml.safe_dump(rubric_to_dict(rubric), sort_keys=False, allow_unicode=True, width=100)
     )
-
-
-# -- scenarios -------------------------------------------------------------------------------------
-
-
-def scenario_from_dict(data: Any, where: str) -> Scenario:
-    """One scenario from plain data; errors start with ``where``."""
-    if not isinstance(data, Mapping):
-        raise RubricFileError(f"{where}: expected a mapping, got {type(data).__name__}")
-    label = f"{where} ({data.get('name')!r})" if "name" in data else where
-    unknown = sorted(set(data) - SCENARIO_KEYS)
-    if unknown:
-        raise RubricFileError(f"{label}: unknown field(s) {unknown} (allowed: {sorted(SCENARIO_KEYS)})")
-    for required in ("prompt", "answers"):
-        if required not in data:
-            raise RubricFileError(f"{label}: field {required!r} is missing")
-    try:
-        return Scenario(**{k: v for k, v in data.items() if v is not None or k == "completion"})
-    except (TypeError, ValueError) as exc:
-        raise RubricFileError(f"{label}: {_without_scenario_prefix(exc, data.get('name'))}") from exc
-
-
-def load_scenarios(path: str | Path, rubric: MultiStepRubric | None = None) -> list[Scenario]:
-    """Read scenarios from YAML (a ``scenarios`` list) or JSONL (one per line); validate against ``rubric``."""
-    path = Path(path)
-    if path.suffix == ".jsonl":
-        entries, labels = _read_jsonl(path)
-    else:
-        data = _read_yaml(path)
-        if isinstance(data, Mapping):
-            _check_version(data, str(path))
-            data = data.get("scenarios")
-        if not isinstance(data, list) or not data:
-            raise RubricFileError(f"{path}: field 'scenarios' must be a non-empty list")
-        entries, labels = data, [f"{path}: scenarios[{i}]" for i in range(len(data))]
-    scenarios: list[Scenario] = []
-    names: set[str] = set()
-    for entry, label in zip(entries, labels, strict=True):
-        scenario = scenario_from_dict(entry, label)
-        if scenario.name and scenario.name in names:
-            raise RubricFileError(
-                f"{label} ({scenario.name!r}): field 'name' {scenario.name!r} is duplicated"
-            )
-        names.add(scenario.name)
-        if rubric is not None:
-            try:
-                scenario.validate(rubric)
-            except ValueError as exc:
-                named = f"{label} ({scenario.name!r})" if scenario.name else label
-                raise RubricFileError(f"{named}: {_without_scenario_prefix(exc, scenario.name)}") from exc
-        scenarios.append(scenario)
-    return scenarios
-
-
-def save_scenarios(scenarios: Sequence[Scenario], path: str | Path, rubric_name: str = "") -> None:
-    """Write scenarios as YAML, or as JSONL when the path ends in ``.jsonl``."""
-    path = Path(path)
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in scenarios))
-        return
-    data: dict[str, Any] = {"format_version": FORMAT_VERSION}
-    if rubric_name:
-        data["rubric"] = rubric_name
-    data["scenarios"] = [s.to_dict() for s in scenarios]
-    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def _read_yaml(path: Path) -> Any:
-    """The YAML document of ``path``, read strictly (``rubrics.loading``: UTF-8, no duplicate keys, bounded
-    nesting and aliases)."""
-    try:
-        return load_yaml_file(path)
-    except FileLoadError as exc:
-        raise RubricFileError(str(exc)) from None
-
-
-def _read_jsonl(path: Path) -> tuple[list[Any], list[str]]:
-    try:
-        text = read_text(path)
-    except FileLoadError as exc:
-        raise RubricFileError(str(exc)) from None
-    entries, labels = [], []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise RubricFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-        except RecursionError:
-            raise RubricFileError(f"{path}:{lineno}: not valid JSON (nested too deeply)") from None
-        labels.append(f"{path}:{lineno}")
-    if not entries:
-        raise RubricFileError(f"{path}: no scenarios")
-    return entries, labels
-
-
-def _without_scenario_prefix(exc: Exception, name: Any) -> str:
-    """Scenario errors start with "scenario 'x': "; the file label already names it."""
-    message = str(exc)
-    for prefix in (f"scenario {name!r}: ", "scenario: "):
-        message = message.removeprefix(prefix)
-    return message
-
-
-def _check_version(data: Mapping[str, Any], source: str) -> None:
-    version = data.get("format_version", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
-        raise RubricFileError(
-            f"{source}: field 'format_version' is {version!r}; this version reads {FORMAT_VERSION}"
-        )

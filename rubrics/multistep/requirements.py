@@ -23,6 +23,7 @@ from rubrics.judges.formats import (
     JudgeResponseFormat,
     UnitVectorJudgeResponseFormat,
 )
+from rubrics.messages import show
 
 Answer = float | list[float]
 """A judged or ground-truth answer: a number, or a probability vector for unit-vector requirements."""
@@ -90,8 +91,8 @@ class Requirement:
             return self.validate_answer(float(key) if isinstance(key, str) else key)
         except (TypeError, ValueError) as exc:
             raise ValueError(
-                f"requirement {self.name!r}: field '{where}' key {key!r} is outside the answer domain "
-                f"({self.response_format.describe_answer()})"
+                f"requirement {self.name!r}: field '{where}' has a key outside the answer domain "
+                f"(expected {self.response_format.describe_answer().rstrip('.')}, got {show(key)})"
             ) from exc
 
     def _names(self, key: Any, names: Any) -> list[str]:
@@ -192,6 +193,11 @@ class UnitVectorRequirement(Requirement):
     """The label of each position."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.labels, str) or not all(isinstance(label, str) for label in self.labels):
+            raise ValueError(
+                f"requirement {self.name!r}: field 'labels' must be a list of strings, got {show(self.labels)}"
+            )
+        _reject_repeats(self.name, "labels", self.labels)
         self._format = UnitVectorJudgeResponseFormat(self.labels)
         super().__post_init__()
 
@@ -207,8 +213,8 @@ class UnitVectorRequirement(Requirement):
         index = int(number) if number.is_integer() else -1
         if not 0 <= index < len(self.labels):
             raise ValueError(
-                f"requirement {self.name!r}: field '{where}' key {key!r} is outside the answer domain "
-                f"(a label index 0..{len(self.labels) - 1})"
+                f"requirement {self.name!r}: field '{where}' has a key outside the answer domain "
+                f"(expected a label index 0..{len(self.labels) - 1}, got {show(key)})"
             )
         return index
 
@@ -228,15 +234,30 @@ class UnitVectorRequirement(Requirement):
 
 
 def _options_from_list(name: str, options: Sequence[Any]) -> dict[float, str]:
-    result: dict[float, str] = {}
+    pairs: list[tuple[Any, str]] = []
     for i, item in enumerate(options):
         if isinstance(item, Mapping):
             if "value" not in item:
                 raise ValueError(f"requirement {name!r}: field 'options' item {i} has no 'value'")
-            result[float(item["value"])] = str(item.get("meaning", ""))
+            pairs.append((item["value"], str(item.get("meaning", ""))))
         else:
-            result[float(item)] = ""
-    return result
+            pairs.append((item, ""))
+    values = []
+    for value, _ in pairs:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"requirement {name!r}: field 'options' value {show(value)} is not a number")
+        values.append(float(value))
+    _reject_repeats(name, "options", values)
+    return {value: meaning for value, (_, meaning) in zip(values, pairs, strict=True)}
+
+
+def _reject_repeats(name: str, field_name: str, values: Sequence[Any]) -> None:
+    """A ``ValueError`` when ``values`` repeats one (the last would silently replace the first)."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"requirement {name!r}: field {field_name!r} repeats {show(value)}")
+        seen.add(value)
 
 
 REQUIREMENT_TYPES: dict[str, type[Requirement]] = {

@@ -4,10 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from typing import Any, Protocol
 
+from rubrics.messages import show
 from rubrics.multistep.dag import Graph
+from rubrics.multistep.walk import ground_truth_walk
 from rubrics.types import Messages, State
+
+
+@dataclass(frozen=True)
+class ScenarioProblem:
+    """Something wrong with a scenario, found by ``Scenario.problems``."""
+
+    where: tuple[Any, ...]
+    """The field inside the scenario (``("answers", "scene_safety")``)."""
+    reason: str
+    """What is wrong, in the loaders' message style."""
+    warning: bool = False
+    """True when the scenario still works (``validate --strict`` refuses it anyway)."""
+
+
+class ScenarioError(ValueError):
+    """A scenario does not fit its rubric; ``problem`` says where and why."""
+
+    def __init__(self, problem: ScenarioProblem, name: str = "") -> None:
+        self.problem = problem
+        """The first problem found."""
+        where = ".".join(str(part) for part in problem.where)
+        label = f"scenario {name!r}" if name else "scenario"
+        super().__init__(f"{label}: {where}: {problem.reason}")
 
 
 class HasGraph(Protocol):
@@ -67,26 +93,72 @@ class Scenario:
             raise ValueError(f"{label}: field 'revealed_info' must map requirement names to text")
         self.revealed_info = {str(k): v for k, v in self.revealed_info.items()}
 
-    def validate(self, rubric: HasGraph) -> None:
-        """Check against a rubric: known names, answers in each domain, reveals only for answered ones.
+    def problems(self, rubric: HasGraph) -> list[ScenarioProblem]:
+        """Everything wrong with this scenario for ``rubric``; answers are put in canonical form on the way
+        (``1`` becomes ``1.0``).
 
-        Answers are put in their canonical form (``1`` becomes ``1.0``)."""
-        label = f"scenario {self.name!r}" if self.name else "scenario"
+        Errors: an answer or a reveal naming an unknown requirement, an answer outside its requirement's
+        domain, a reveal for a requirement the scenario does not answer. Warnings (``strict`` makes them
+        errors): a reveal that no walk can ever show, because its requirement is off the ground-truth path
+        or is where that path ends (a reveal is shown when a requirement unlocks the next ones). Warnings,
+        not errors, because such a scenario still trains correctly (the text is simply never used) and
+        generated scenarios often carry reveals for every requirement; ``rubric validate --strict`` refuses
+        them for hand-written files, where they usually mean a lost branch."""
+        found: list[ScenarioProblem] = []
         requirements = rubric.graph.requirements
-        for req_name, entry in self.answers.items():
-            if req_name not in requirements:
-                raise ValueError(f"{label}: field 'answers' names unknown requirement {req_name!r}")
+        for name, entry in self.answers.items():
+            if name not in requirements:
+                found.append(ScenarioProblem(("answers", name), _unknown(name, requirements)))
+                continue
             try:
-                entry["answer"] = requirements[req_name].validate_answer(entry["answer"])
-            except ValueError as exc:
-                raise ValueError(f"{label}: field 'answers' ({req_name!r}): {exc}") from exc
-        for req_name in self.revealed_info:
-            if req_name not in requirements:
-                raise ValueError(f"{label}: field 'revealed_info' names unknown requirement {req_name!r}")
-            if req_name not in self.answers:
-                raise ValueError(
-                    f"{label}: field 'revealed_info' ({req_name!r}) is for a requirement the scenario does not answer"
+                entry["answer"] = requirements[name].validate_answer(entry["answer"])
+            except ValueError:
+                expected = requirements[name].response_format.describe_answer().rstrip(".")
+                found.append(
+                    ScenarioProblem(
+                        ("answers", name),
+                        f"outside the answer domain of requirement {name!r} "
+                        f"(expected {expected}, got {show(entry['answer'])})",
+                    )
                 )
+        for name in self.revealed_info:
+            if name not in requirements:
+                found.append(ScenarioProblem(("revealed_info", name), _unknown(name, requirements)))
+            elif name not in self.answers:
+                found.append(
+                    ScenarioProblem(
+                        ("revealed_info", name),
+                        f"requirement {name!r} has no answer in this scenario, so its text is never shown "
+                        f"(expected an entry answers.{name})",
+                    )
+                )
+        if not found:
+            found.extend(self._unshown_reveals(rubric))
+        return found
+
+    def validate(self, rubric: HasGraph, strict: bool = False) -> list[ScenarioProblem]:
+        """Raise ``ScenarioError`` for the first error (or warning, when ``strict``); return the warnings."""
+        found = self.problems(rubric)
+        for problem in found:
+            if strict or not problem.warning:
+                raise ScenarioError(problem, self.name)
+        return found
+
+    def _unshown_reveals(self, rubric: HasGraph) -> list[ScenarioProblem]:
+        graph = rubric.graph
+        path = ground_truth_walk(graph, self.answers).path
+        found = []
+        for name in self.revealed_info:
+            if name not in path:
+                why = (
+                    f"requirement {name!r} is not on this scenario's ground-truth path ({' -> '.join(path)})"
+                )
+            elif not graph.requirements[name].route(self.answers[name]["answer"]):
+                why = f"requirement {name!r} ends this scenario's ground-truth path (it unlocks nothing)"
+            else:
+                continue
+            found.append(ScenarioProblem(("revealed_info", name), f"never shown: {why}", warning=True))
+        return found
 
     def to_state(self) -> State:
         """A rollout state for scoring: ``answer`` holds the ground truth, ``info`` the rest."""
@@ -125,3 +197,9 @@ class Scenario:
         if self.revealed_info:
             data["revealed_info"] = dict(self.revealed_info)
         return data
+
+
+def _unknown(name: str, requirements: Mapping[str, Any]) -> str:
+    close = get_close_matches(name, list(requirements), n=3)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return f"unknown requirement {name!r} (not in the rubric{hint})"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubrics.messages import show
 from rubrics.multistep.walk import RequirementResult
 
 Results = Sequence[RequirementResult]
@@ -84,11 +85,14 @@ class RewardStrategy:
         for key, value in self.params.items():
             if key not in allowed:
                 raise ValueError(
-                    f"reward strategy {self.type!r}: unknown parameter {key!r} (allowed: {sorted(allowed)})"
+                    f"reward strategy {self.type!r} has no parameter {key!r} "
+                    f"(allowed: {', '.join(allowed) or 'none'})"
                 )
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or value <= 0:
                 raise ValueError(
-                    f"reward strategy {self.type!r}: parameter {key!r} must be a positive number"
+                    f"reward strategy {self.type!r}: parameter {key!r} must be a positive number "
+                    f"(got {show(value)})"
                 )
 
     def raw(self, results: Results, ideal: Results) -> float:

@@ -57,20 +57,30 @@ def test_from_file_paths_and_file_objects(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ([FLAT[0], {"requirement": "no weight"}], r"\[1\]: field 'weight': Field required"),
-        ([{"weight": "heavy", "requirement": "x"}], r"\[0\]: field 'weight'"),
-        ([{"weight": 1, "requirement": ""}], r"\[0\]: field 'requirement'"),
+        ([FLAT[0], {"requirement": "no weight"}], r"<criteria>: \[1\]\.weight: is missing$"),
         (
-            [{"weight": 1, "requirment": "typo"}],
-            r"\[0\]: field 'requirement': Field required; field 'requirment'",
+            [{"weight": "heavy", "requirement": "x"}],
+            r"\[0\]\.weight: wrong type \(expected a number, got 'heavy'\)$",
         ),
-        ([{"weight": float("nan"), "requirement": "x"}], r"\[0\]: field 'weight'"),
+        (
+            [{"weight": True, "requirement": "x"}],
+            r"\[0\]\.weight: wrong type \(expected a number, got true\)",
+        ),
+        ([{"weight": 1, "requirement": ""}], r"\[0\]\.requirement: is empty \(expected a non-empty string"),
+        (  # the misspelt field is named first: it explains the missing one
+            [{"weight": 1, "requirment": "typo"}],
+            r"\[0\]\.requirment: unknown field \(allowed: weight, requirement, name\) \(and 1 more",
+        ),
+        (
+            [{"weight": float("nan"), "requirement": "x"}],
+            r"\[0\]\.weight: wrong type \(expected a finite number",
+        ),
         (
             {"sections": [{"criteria": FLAT}, {"criteria": [FLAT[0], 7]}]},
-            r"sections\[1\]\.criteria\[1\]: expected",
+            r"sections\[1\]\.criteria\[1\]: wrong type \(expected a mapping with weight and requirement, got 7\)",
         ),
-        ({"items": FLAT}, "'sections', 'rubric' or 'criteria'"),
-        ("just text", "expected a list of criteria"),
+        ({"items": FLAT}, "'sections', 'rubric' or 'criteria' key, got a mapping"),
+        ("just text", r"expected a list of criteria, got 'just text'"),
         ([], "at least one criterion"),
     ],
 )
@@ -83,7 +93,7 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"sections": [{"criteria": [{"weight": 1}]}]}))
     with pytest.raises(
-        CriteriaLoadError, match=r"bad\.yaml: sections\[0\]\.criteria\[0\]: field 'requirement'"
+        CriteriaLoadError, match=r"bad\.yaml:3: sections\[0\]\.criteria\[0\]\.requirement: is missing"
     ):
         CriteriaRubric.from_file(path)
     broken = tmp_path / "broken.json"

@@ -40,7 +40,7 @@ def test_validate_reports_file_entry_field(tmp_path: Path, capsys: pytest.Captur
     )
     assert main(["rubric", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: requirement 'a': field 'dependencies' (1.0) names unknown requirement 'b'" in err
+    assert f"{bad}:3: requirements[0]: field 'dependencies' (1.0) names unknown requirement 'b'" in err
 
 
 def test_show_prints_levels_branches_paths_and_draws(

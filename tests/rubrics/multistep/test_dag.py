@@ -73,15 +73,21 @@ def test_cycle_is_refused_and_shown() -> None:
 
 def test_dependency_key_outside_the_domain_is_refused() -> None:
     with pytest.raises(
-        ValueError, match=r"requirement 'a': field 'dependencies' key 2.0 is outside the answer domain"
+        ValueError,
+        match=r"requirement 'a': field 'dependencies' has a key outside the answer domain \(expected .*, got 2.0\)",
     ):
         B("a", {2.0: []})
-    with pytest.raises(ValueError, match=r"requirement 'd': field 'dependencies' key 3 is outside"):
+    with pytest.raises(
+        ValueError, match=r"requirement 'd': field 'dependencies' has a key outside .*got 3\)"
+    ):
         DiscreteRequirement(name="d", question="?", options={0: "low", 1: "high"}, dependencies={3: []})
-    with pytest.raises(ValueError, match=r"requirement 'c': field 'dependencies' key 7 is outside"):
+    with pytest.raises(
+        ValueError, match=r"requirement 'c': field 'dependencies' has a key outside .*got 7\)"
+    ):
         ContinuousRequirement(name="c", question="?", low=0, high=5, dependencies={7: []})
     with pytest.raises(
-        ValueError, match=r"requirement 'u': field 'dependencies' key 2 is outside .*label index 0..1"
+        ValueError,
+        match=r"requirement 'u': field 'dependencies' has a key outside .*label index 0..1, got 2\)",
     ):
         UnitVectorRequirement(name="u", question="?", labels=["x", "y"], dependencies={2: []})
 

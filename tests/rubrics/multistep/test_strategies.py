@@ -71,8 +71,10 @@ def test_parameters_change_the_formula() -> None:
 def test_strategy_config_errors() -> None:
     with pytest.raises(ValueError, match="field 'type' must be one of"):
         RewardStrategy("median")
-    with pytest.raises(ValueError, match="unknown parameter 'growth'"):
+    with pytest.raises(ValueError, match="'sum' has no parameter 'growth' \\(allowed: none\\)"):
         RewardStrategy("sum", params={"growth": 2.0})
+    with pytest.raises(ValueError, match="'growth' must be a positive number \\(got true\\)"):
+        RewardStrategy("progressive", params={"growth": True})  # bool is an int subclass in Python
     with pytest.raises(ValueError, match="'normalized' must be true or false"):
         RewardStrategy.from_dict({"type": "sum", "normalized": "yes"})
     assert RewardStrategy.from_dict(
