@@ -15,9 +15,9 @@ from rubrics.multistep import BinaryRequirement, MultiStepRubric, Scenario
 from rubrics.multistep.probe import (
     PolicyScore,
     Rollout,
-    paired_difference,
     clustered_mean_ci,
     majority_answers,
+    paired_difference,
     probe,
     score_rollouts,
     t95,
