@@ -50,12 +50,13 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path)
     """The backend ``cfg.rollout`` names, around ``policy`` (the unwrapped module) and its tokenizer."""
     if cfg.rollout.backend == "local":
         from envs.backends.local import LocalBackend
+        from train.distributed import resolve_inference_dtype
 
         return LocalBackend(
             policy,
             tokenizer,
             max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
-            sampling_dtype=cfg.rollout.inference_dtype,
+            sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
         )
     from envs.backends.vllm import VllmBackend
 

@@ -70,6 +70,14 @@ def resolve_mixed_precision(setting: str) -> str:
     return "bf16" if cpu_has_native_bf16() else "no"
 
 
+def resolve_inference_dtype(setting: str | None) -> str | None:
+    """``rollout.inference_dtype`` for the local backend: ``auto`` becomes ``bfloat16`` where bf16 is computed
+    natively (CUDA, or a CPU with AVX-512 BF16 or AMX) and None (sample the policy itself) elsewhere."""
+    if setting != "auto":
+        return setting
+    return "bfloat16" if resolve_mixed_precision("auto") == "bf16" else None
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bf16 matrix products natively (AVX-512 BF16 or AMX); Linux flags only."""
     try:

@@ -50,7 +50,10 @@ def test_dotted_overrides() -> None:
             ["rollout.backend=vllm", "rollout.vllm_urls=[http://x]", "rollout.inference_dtype=bfloat16"],
             "rollout.inference_dtype: only for backend 'local'",
         ),
-        (["model.mixed_precision=bf8"], "model.mixed_precision: Input should be 'no', 'bf16', 'fp16' or 'auto'"),
+        (
+            ["model.mixed_precision=bf8"],
+            "model.mixed_precision: Input should be 'no', 'bf16', 'fp16' or 'auto'",
+        ),
         (["nonsense"], "expected key.path=value"),
     ],
 )
@@ -88,3 +91,14 @@ def test_auto_mixed_precision_follows_the_hardware(monkeypatch: pytest.MonkeyPat
     for native, want in ((True, "bf16"), (False, "no")):
         monkeypatch.setattr(distributed, "cpu_has_native_bf16", lambda native=native: native)
         assert distributed.resolve_mixed_precision("auto") == want
+
+
+def test_auto_inference_dtype_samples_bf16_only_where_it_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    import train.distributed as distributed
+
+    assert distributed.resolve_inference_dtype(None) is None
+    assert distributed.resolve_inference_dtype("bfloat16") == "bfloat16"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    for native, want in ((True, "bfloat16"), (False, None)):
+        monkeypatch.setattr(distributed, "cpu_has_native_bf16", lambda native=native: native)
+        assert distributed.resolve_inference_dtype("auto") == want
