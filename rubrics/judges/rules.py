@@ -46,12 +46,77 @@ class RegexJudge:
 KeywordMode = Literal["all", "any", "none"]
 
 
-def keyword_pattern(keyword: str) -> re.Pattern[str]:
-    """Whole-word, case-insensitive pattern for a keyword or phrase (any whitespace between its words)."""
+_UNINFLECTED = frozenset({
+    "a", "an", "the", "and", "or", "but", "nor", "of", "to", "in", "on", "at", "by", "for", "with", "from",
+    "as", "is", "are", "was", "were", "be", "been", "am", "it", "its", "his", "her", "their", "our", "my",
+    "your", "this", "that", "these", "those", "no", "not", "never", "none", "all", "any", "some", "has", "had",
+    "have", "do", "does", "did"
+})  # fmt: skip
+"""Function words that are matched only as written (``is`` never becomes ``iss``)."""
+
+
+def _suffixed(stem: str) -> list[str]:
+    """A base form and its regular inflections."""
+    if stem.endswith("e"):
+        return [stem, stem + "s", stem + "d", stem[:-1] + "ing"]
+    if stem.endswith("y") and stem[-2] not in "aeiou":
+        return [stem, stem[:-1] + "ies", stem[:-1] + "ied", stem + "ing"]
+    if stem.endswith(("s", "x", "z", "ch", "sh")):
+        return [stem, stem + "es", stem + "ed", stem + "ing"]
+    forms = [stem, stem + "s", stem + "ed", stem + "ing"]
+    if len(stem) <= 4 and re.search(r"[^aeiou][aeiou][bdgklmnprt]$", stem):
+        forms += [stem + stem[-1] + "ed", stem + stem[-1] + "ing"]
+    return forms
+
+
+def _bases(stem: str) -> list[str]:
+    """The word itself and the base forms it may be an inflection of (over-generated on purpose)."""
+    bases = [stem]
+    if stem.endswith(("ies", "ied")):
+        bases.append(stem[:-3] + "y")
+    elif stem.endswith("s") and not stem.endswith(("ss", "us", "is")):
+        bases.append(stem[:-1])
+    elif stem.endswith("ed") and not stem.endswith("eed"):
+        bases += [stem[:-2], stem[:-1]]
+    elif stem.endswith("ing") and len(stem) > 5:
+        bases += [stem[:-3], stem[:-3] + "e"]
+    if len(bases) > 1 and len(bases[1]) > 3 and bases[1][-1] == bases[1][-2] not in "aeiouls":
+        bases.append(bases[1][:-1])  # stopped -> stop
+    return [b for b in bases if len(b) >= 3]
+
+
+def inflections(word: str) -> list[str]:
+    """``word`` and its common English inflections, by a small suffix rule (no stemming dependency).
+
+    A word ending in at least 3 letters (not a function word) is reduced to the base forms it may inflect
+    (``applied`` -> apply, ``responds`` -> respond, ``staging`` -> stage, ``stopped`` -> stop), and every
+    base gets ``-s``/``-es``, ``-ed``/``-d`` and ``-ing``, with a final ``e`` dropped before ``-ing``, a
+    consonant ``y`` turned into ``ie``/``i`` (applies, applied) and the final consonant of a short word
+    doubled (stopped). So "apply", "applies", "applied" and "applying" all match one another, and
+    "tourniquet" matches "tourniquets". Over-generated forms (``tourniqueted``, ``breath``) are harmless
+    in practice: a reply that contains them says the word."""
+    m = re.search(r"[a-z]+$", word.lower())
+    if m is None or len(m.group(0)) < 3 or word.lower() in _UNINFLECTED:
+        return [word]
+    head = word[: m.start()]
+    bases = _bases(m.group(0))
+    forms = [f for base in (bases[1:] or bases) for f in _suffixed(base)]
+    return [word] + [head + f for f in dict.fromkeys(forms) if head + f != word.lower()]
+
+
+def keyword_pattern(keyword: str, inflect: bool = False) -> re.Pattern[str]:
+    """Whole-word, case-insensitive pattern for a keyword or phrase (any whitespace between its words).
+
+    ``inflect=True``: every word also matches its common inflections (``inflections``), so "apply a
+    tourniquet" matches "applied tourniquets"."""
     words = keyword.split()
     if not words:
         raise ValueError("empty keyword")
-    body = r"\s+".join(re.escape(w) for w in words)
+    if inflect:
+        parts = ["(?:" + "|".join(re.escape(f) for f in inflections(w)) + ")" for w in words]
+    else:
+        parts = [re.escape(w) for w in words]
+    body = r"\s+".join(parts)
     return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
 
 

@@ -3,8 +3,9 @@
 Two kinds, mixed freely in one rubric:
 
 - ``RuleJudge`` (YAML ``type: rules``): uses the requirement's own ``rules``, one match spec per answer
-  value (``any``/``all``/``none`` phrases matched as whole words, ``regex``). The judged answer is the first
-  value whose spec matches; no match is the verdict "none of the answers", which is never correct.
+  value (``any``/``all``/``none``/``negated`` phrases, ``regex``; see ``rule_matches``). The judged answer
+  is the first value whose spec matches; no match is the verdict "none of the answers", which is never
+  correct.
 - ``LLMRequirementJudge`` (YAML ``type: llm``): asks the requirement's question on an OpenAI-compatible
   endpoint in the requirement's response format, showing the ground truth and its reasoning.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from rubrics.judges.base import response_text
@@ -24,7 +26,21 @@ from rubrics.judges.rules import keyword_pattern
 from rubrics.multistep.requirements import Requirement
 from rubrics.types import Messages
 
-RULE_KEYS = ("any", "all", "none", "regex")
+RULE_KEYS = ("any", "all", "none", "negated", "regex")
+"""The keys of one answer's rule spec (``rule_matches`` says what each means)."""
+
+NEGATORS = frozenset({
+    "not", "no", "non", "never", "nothing", "without", "nor", "neither", "none", "cannot", "cant", "dont",
+    "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "hasnt", "havent", "wont"
+})  # fmt: skip
+"""Words that negate a phrase that follows them closely (apostrophes are dropped before the lookup, and
+any word ending in ``n't`` counts too)."""
+
+NEGATION_WINDOW = 4
+"""How many words before a phrase a negator may stand and still negate it."""
+
+_CLAUSE_END = re.compile(r"[.;:!?,()\n]|\b(?:and|but|so|then|because|while|although|however)\b", re.I)
+"""Where a negation's scope ends: punctuation and the conjunctions that start a new assertion."""
 
 
 @runtime_checkable
@@ -72,15 +88,76 @@ def check_rule_spec(requirement: str, key: Any, spec: Any) -> None:
             raise ValueError(f"{where} {k!r} must be a non-empty list of phrases")
 
 
+def is_negated(text: str, start: int) -> bool:
+    """Whether a negator stands within ``NEGATION_WINDOW`` words before ``text[start:]`` in the same clause.
+
+    "The scene is not safe": "safe" is negated. "No hazards, the scene is safe": the comma ends the
+    negation's scope. "Not breathing and pulseless": "and" does."""
+    before = text[:start]
+    ends = list(_CLAUSE_END.finditer(before))
+    clause = before[ends[-1].end() :] if ends else before
+    words = re.findall(r"[\w'\u2019]+", clause.lower().replace("\u2019", "'"))[-NEGATION_WINDOW:]
+    return any(w.endswith("n't") or w.replace("'", "") in NEGATORS for w in words)
+
+
+@lru_cache(maxsize=4096)
+def phrase_pattern(phrase: str) -> re.Pattern[str]:
+    """A rule phrase's pattern: whole words, case-insensitive, each word with its inflections."""
+    return keyword_pattern(phrase, inflect=True)
+
+
+def asserted(phrase: str, text: str) -> bool:
+    """Whether ``text`` says ``phrase`` (or an inflection of it) at least once without negating it."""
+    return any(not is_negated(text, m.start()) for m in phrase_pattern(phrase).finditer(text))
+
+
+def denied(phrase: str, text: str) -> bool:
+    """Whether ``text`` says ``phrase`` negated at least once ("not safe" denies "safe")."""
+    return any(is_negated(text, m.start()) for m in phrase_pattern(phrase).finditer(text))
+
+
 def rule_matches(spec: Mapping[str, Any], text: str) -> bool:
-    """Whether ``text`` satisfies every condition of a rule spec."""
-    if "any" in spec and not any(keyword_pattern(p).search(text) for p in spec["any"]):
+    """Whether ``text`` satisfies every condition of one answer's rule spec.
+
+    Phrases match as whole words, case-insensitively, each word also in its common inflections
+    (``rubrics.judges.rules.inflections``: "apply a tourniquet" matches "applied a tourniquet"). A phrase
+    counts as *said* only where no negator (``NEGATORS``: not, no, never, without, n't words, ...) stands
+    within ``NEGATION_WINDOW`` words before it in the same clause (``is_negated``): "the scene is not safe"
+    does not say "scene is safe". Phrases that begin with a negator ("no pulse") are matched as written.
+
+    - ``any``: at least one phrase is said, or (when ``negated`` is given) one ``negated`` phrase is denied;
+    - ``negated``: phrases whose denial asserts this answer ("not breathing normally" for "breathing
+      normally"); alone, at least one must be denied;
+    - ``all``: every phrase is said;
+    - ``none``: no phrase is said (a denied one does not count);
+    - ``regex``: the pattern is found (case-insensitive) at a place no negator governs.
+    """
+    has_any, has_negated = "any" in spec, "negated" in spec
+    if has_any or has_negated:
+        said = has_any and any(asserted(p, text) for p in spec["any"])
+        if not said and not (has_negated and any(denied(p, text) for p in spec["negated"])):
+            return False
+    if "all" in spec and not all(asserted(p, text) for p in spec["all"]):
         return False
-    if "all" in spec and not all(keyword_pattern(p).search(text) for p in spec["all"]):
+    if "none" in spec and any(asserted(p, text) for p in spec["none"]):
         return False
-    if "none" in spec and any(keyword_pattern(p).search(text) for p in spec["none"]):
-        return False
-    return not ("regex" in spec and not re.search(spec["regex"], text, re.IGNORECASE))
+    if "regex" in spec:
+        found = re.finditer(spec["regex"], text, re.IGNORECASE)
+        if not any(not is_negated(text, m.start()) for m in found):
+            return False
+    return True
+
+
+def rule_phrases(requirement: Requirement) -> dict[Any, list[str]]:
+    """The phrases a rule judge looks for, per answer value: each answer's ``any`` then ``all`` phrases,
+    in file order (``negated``, ``none`` and ``regex`` are left out: they are not things to say).
+
+    The first phrase is the canonical way to say the answer: in the shipped rubrics it satisfies the
+    answer's rule on its own (a test checks it), so a scripted policy can say it."""
+    return {
+        value: list(dict.fromkeys([*spec.get("any", []), *spec.get("all", [])]))
+        for value, spec in requirement.rules.items()
+    }
 
 
 @dataclass

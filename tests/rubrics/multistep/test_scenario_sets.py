@@ -1,0 +1,123 @@
+"""The composed first_responder scenario sets: balanced, covering, disjoint, up to date, and fair prompts."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from rubrics.multistep import MultiStepRubric, Scenario, ground_truth_walk, load_rubric, load_scenarios
+from rubrics.multistep.judging import phrase_pattern
+
+ROOT = Path(__file__).resolve().parents[3]
+SPLITS = {"train": 40, "heldout": 12}  # split -> the fewest scenarios it may hold
+NEVER_TRUE = {("bsi_ppe", 0.0): "no patient is safe to touch without gloves"}
+"""Answer values no scenario takes, and why."""
+
+
+def composer() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compose_scenarios", ROOT / "scripts/compose_scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def rubric() -> MultiStepRubric:
+    return load_rubric(ROOT / "configs/rubrics/first_responder.yaml")
+
+
+def split_file(split: str) -> Path:
+    return ROOT / f"configs/scenarios/first_responder_{split}.yaml"
+
+
+def answer_values(rubric: MultiStepRubric) -> set[tuple[str, Any]]:
+    """Every (requirement, answer) a scenario could take: both binary answers, every discrete option."""
+    values = set()
+    for req in rubric.requirements:
+        options = list(getattr(req, "options", {})) if req.kind == "discrete" else [0.0, 1.0]
+        values |= {(req.name, req.validate_answer(v)) for v in options}
+    return values
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_committed_files_are_the_composers_output(split: str) -> None:
+    compose = composer()
+    assert split_file(split).read_text() == compose.render(compose.load_parts(), split), (
+        "run scripts/compose_scenarios.py"
+    )
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_split_is_large_balanced_and_covers_every_answer(rubric: MultiStepRubric, split: str) -> None:
+    scenarios = load_scenarios(split_file(split), rubric, strict=True)
+    assert len(scenarios) >= SPLITS[split]
+    root = Counter(s.answers["scene_safety"]["answer"] for s in scenarios)
+    assert abs(root[1.0] - root[0.0]) <= len(scenarios) // 10, f"safe vs unsafe scenes: {root}"
+    taken: set[tuple[str, Any]] = set()
+    for s in scenarios:
+        walk = ground_truth_walk(rubric.graph, s.answers)
+        assert walk.stop_reason == "terminal" and {r.name for r in walk.results} == set(s.answers), s.name
+        taken |= {(r.name, r.truth) for r in walk.results}
+    missing = answer_values(rubric) - taken - set(NEVER_TRUE)
+    assert not missing, f"{split}: answers no scenario takes: {sorted(missing, key=str)}"
+    for req in rubric.requirements:  # and so every branch key of every requirement
+        for key in req.dependencies:
+            assert (req.name, req.validate_answer(key)) in taken, (split, req.name, key)
+
+
+def test_heldout_shares_no_scene_and_no_pair_with_training() -> None:
+    compose = composer()
+    parts = compose.load_parts()
+    train = compose.pairs(parts, "train")
+    heldout = compose.pairs(parts, "heldout")
+    assert not {s["name"] for s, _ in train} & {s["name"] for s, _ in heldout}
+    assert not {(s["name"], p["name"]) for s, p in train} & {(s["name"], p["name"]) for s, p in heldout}
+    assert parts["templates"]["train"] != parts["templates"]["heldout"]
+
+
+def test_heldout_prompts_are_worded_differently(rubric: MultiStepRubric) -> None:
+    """No sentence of a held-out prompt appears in any training prompt: the held-out set measures
+    generalisation to new wording, not recall."""
+    train = " ".join(str(s.prompt) for s in load_scenarios(split_file("train"), rubric))
+    for s in load_scenarios(split_file("heldout"), rubric):
+        sentences = [x.strip() for x in re.split(r"(?<=[.?!])\s+", str(s.prompt)) if len(x.strip()) > 25]
+        assert sentences and not [x for x in sentences if x in train], s.name
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_prompts_hand_the_model_no_phrase_a_judge_looks_for(rubric: MultiStepRubric, split: str) -> None:
+    """Phrases only: a prompt must name its hazards ('knife', 'traffic'), which some ``regex`` rules require."""
+    phrases = {
+        p for req in rubric.requirements for spec in req.rules.values() for key in ("any", "all", "negated")
+        for p in spec.get(key, [])
+    }  # fmt: skip
+    for s in load_scenarios(split_file(split), rubric):
+        assert isinstance(s.prompt, str)
+        found = sorted(p for p in phrases if phrase_pattern(p).search(s.prompt))
+        assert not found, f"{s.name}: prompt contains {found}"
+
+
+def test_the_phrase_check_can_fail(rubric: MultiStepRubric) -> None:
+    prompt = "Dispatch: man down, police on scene, he is unresponsive."
+    assert phrase_pattern("police").search(prompt) and phrase_pattern("unresponsive").search(prompt)
+
+
+def test_scenario_names_are_unique_across_splits(rubric: MultiStepRubric) -> None:
+    names = [s.name for split in SPLITS for s in load_scenarios(split_file(split), rubric)]
+    assert len(names) == len(set(names))
+
+
+def test_composed_scenarios_load_as_scenarios(rubric: MultiStepRubric) -> None:
+    compose = composer()
+    for split in SPLITS:
+        for data in compose.compose(compose.load_parts(), split):
+            turns = data.pop("ideal_turns")
+            Scenario(**data).validate(rubric, strict=True)
+            assert len(turns) >= 2
