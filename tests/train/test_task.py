@@ -21,10 +21,50 @@ CONFIG = ROOT / "configs/train/first_responder_cpu.yaml"
 def test_held_out_scenarios_are_not_trained_on(tiny_model_dir: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    env, train, held = build_task(load_config(CONFIG), tokenizer)
     names = lambda examples: {e["info"]["scenario"] for e in examples}  # noqa: E731
-    assert len(held) == 3 and len(train) == 10 and not names(train) & names(held)
+    # the main job: a held-out file of its own
+    env, train, held = build_task(load_config(CONFIG), tokenizer)
+    assert len(held) == 16 and len(train) == 48 and not names(train) & names(held)
     assert isinstance(env.multistep_rubric.judges[env.multistep_rubric.default_judge], RuleJudge)
+    # one file split by env.eval_fraction
+    _, train, held = build_task(load_config(CONFIG, SPLIT_ONE_FILE), tokenizer)
+    assert len(held) == 3 and len(train) == 10 and not names(train) & names(held)
+
+
+SPLIT_ONE_FILE = ["env.scenarios=configs/scenarios/first_responder.yaml", "env.eval_scenarios=null"]
+
+
+def test_a_held_out_file_that_repeats_a_training_scenario_is_refused(
+    tiny_model_dir: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    same = ["env.eval_scenarios=configs/scenarios/first_responder_train.yaml"]
+    with pytest.raises(
+        ValueError, match=r"env.eval_scenarios: .*48 held-out scenario\(s\) also in env.scenarios"
+    ):
+        build_task(load_config(CONFIG, same), tokenizer)
+
+
+@pytest.mark.parametrize("config", ["first_responder_cpu.yaml", "first_responder_gpu_vllm.yaml"])
+def test_the_system_prompt_states_the_job_not_the_answer(config: str) -> None:
+    """No rule that looks for words (any, all, regex) is satisfied by the system prompt itself: a model
+    that repeats its instructions earns nothing."""
+    from envs.multistep_env import DEFAULT_SYSTEM_PROMPT
+    from rubrics.multistep.io import load_rubric
+    from rubrics.multistep.judging import rule_matches
+
+    cfg = load_config(ROOT / "configs/train" / config)
+    rubric = load_rubric(ROOT / cfg.env.rubric)
+    prompt = cfg.env.system_prompt or DEFAULT_SYSTEM_PROMPT
+    credited = [
+        (req.name, answer)
+        for req in rubric.requirements
+        for answer, spec in req.rules.items()
+        if {"any", "all", "regex"} & set(spec) and rule_matches(spec, prompt)
+    ]
+    assert credited == []
+    assert rule_matches({"any": ["scene is safe"]}, "The scene is safe.")  # the check can see a phrase
 
 
 def test_judge_endpoint_override(tiny_model_dir: Path, monkeypatch) -> None:

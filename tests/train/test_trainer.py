@@ -30,6 +30,8 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         "logging.eval_group_size=1",
         "logging.progress=false",
         "logging.sample_every=1",
+        "env.scenarios=configs/scenarios/first_responder.yaml",  # 3 of its 13 held out
+        "env.eval_scenarios=null",
     )
     result = train(cfg)
     run = tmp_path / "run"
@@ -56,6 +58,18 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         and "| requirement scene_safety passed | 0/3 | 0/3 |" in report
     )
     assert report.count("**before**") == report.count("**after**") == 3  # one sample per held-out scenario
+    # beside the trivial policies of the probe (probe.json, written before training)
+    probe = {row["policy"]: row for row in json.loads((run / "probe.json").read_text())}
+    assert (
+        list(probe) == ["empty", "echo", "majority", "every_phrase", "ideal"]
+        and probe["ideal"]["scenarios"] == 3
+    )
+    assert "## Held-out, beside the trivial policies" in report
+    assert (
+        "| trained | 0.000 ± 0.000 (3 on 3) |" in report
+        and "| untrained | 0.000 ± 0.000 (3 on 3) |" in report
+    )
+    assert "- majority: " in report and "- ideal: " in report and "trained is below it" in report
 
 
 @pytest.mark.slow
