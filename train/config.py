@@ -56,7 +56,7 @@ class EnvConfig(Section):
     rubric: str = "configs/rubrics/first_responder.yaml"
     """Multi-step rubric YAML (``multistep``), or ``module:attribute`` of a Rubric (``single_turn``)."""
     scenarios: str = "configs/scenarios/first_responder.yaml"
-    """Scenario YAML/JSONL (``multistep``)."""
+    """Scenario YAML/JSONL (``multistep``), or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
     data: str | None = None
     """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``)."""
     judge: str | None = None

@@ -74,9 +74,9 @@ def _multistep(
             )
         rubric.default_judge = cfg.env.judge
     _override_judge_endpoint(cfg, rubric)
-    scenarios = load_scenarios(cfg.env.scenarios, rubric)
+    scenarios = load_scenarios(_scenario_path(cfg.env.scenarios), rubric)
     if cfg.env.eval_scenarios:
-        train, held = scenarios, load_scenarios(cfg.env.eval_scenarios, rubric)
+        train, held = scenarios, load_scenarios(_scenario_path(cfg.env.eval_scenarios), rubric)
         _check_disjoint(cfg, train, held)
     else:
         train, held = _held_out(cfg, scenarios)
@@ -90,6 +90,12 @@ def _multistep(
         max_total_tokens=cfg.env.max_total_tokens,
     )
     return env, [scenario_example(s) for s in train], [scenario_example(s) for s in held]
+
+
+def _scenario_path(path: str) -> Path:
+    """A scenario file, or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
+    p = Path(path)
+    return p / "scenarios.yaml" if p.is_dir() else p
 
 
 def _check_disjoint(cfg: TrainConfig, train: list[Scenario], held: list[Scenario]) -> None:

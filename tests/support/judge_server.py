@@ -11,6 +11,8 @@
 - ``"reject_schema"``: a 400 for requests that carry ``response_format`` (servers without structured output).
 
 The normal verdict comes from ``responder(request_body) -> str``; ``delay_s`` adds latency to every answer.
+``fault_for(request_body) -> fault | None`` (optional) picks a fault from the request itself when the queue
+is empty: faults that follow the content, not the arrival order of concurrent requests.
 Every request body is kept in ``requests``. Run as a script (``python -m tests.support.judge_server
 --delay 0.05``) to serve from a separate process; it prints the port on its first line.
 """
@@ -30,6 +32,7 @@ from typing import Any
 DEFAULT_VERDICT = '{"reasoning": "The response satisfies the requirement.", "answer": 1.0}'
 
 Responder = Callable[[dict[str, Any]], str]
+FaultPicker = Callable[[dict[str, Any]], str | None]
 
 
 def default_responder(body: dict[str, Any]) -> str:
@@ -116,13 +119,21 @@ class _Server(ThreadingHTTPServer):
 class JudgeServer:
     """The fault-injecting server; use as a context manager (``with JudgeServer() as server:``)."""
 
-    def __init__(self, responder: Responder = default_responder, delay_s: float = 0.0, slow_s: float = 2.0):
+    def __init__(
+        self,
+        responder: Responder = default_responder,
+        delay_s: float = 0.0,
+        slow_s: float = 2.0,
+        fault_for: FaultPicker | None = None,
+    ):
         self.responder = responder
         """Builds the normal verdict text from a request body."""
         self.delay_s = delay_s
         """Latency added to every answer."""
         self.slow_s = slow_s
         """Extra sleep of a ``slow`` fault."""
+        self.fault_for = fault_for
+        """Picks a fault from a request body when the queue is empty (None: no fault)."""
         self.faults: collections.deque[str] = collections.deque()
         """Faults to inject, one per request, in order."""
         self.requests: list[dict[str, Any]] = []
@@ -156,7 +167,10 @@ class JudgeServer:
         with self._lock:
             self.requests.append(body)
             self.authorizations.append(authorization)
-            fault = self.faults.popleft() if self.faults else None
+            if self.faults:
+                fault: str | None = self.faults.popleft()
+            else:
+                fault = self.fault_for(body) if self.fault_for is not None else None
             self.fault_log.append(fault)
             return fault
 

@@ -82,3 +82,14 @@ def test_judge_endpoint_override(tiny_model_dir: Path, monkeypatch) -> None:
         ValueError, match=r"env\.judge_base_url: the judge in use, 'rules', is not an LLM judge"
     ):
         build_task(load_config(CONFIG, ["env.judge_base_url=http://judge-host:9000/v1"]), tokenizer)
+
+
+def test_a_synth_output_folder_names_its_scenarios(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """``rubric-grpo synth --out DIR`` writes DIR/scenarios.yaml: a run config may name DIR itself."""
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "scenarios.yaml").write_bytes(
+        (ROOT / "configs/scenarios/first_responder_heldout.yaml").read_bytes()
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    _, _, held = build_task(load_config(CONFIG, [f"env.eval_scenarios={tmp_path}"]), tokenizer)
+    assert len(held) == 16
