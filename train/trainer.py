@@ -382,8 +382,14 @@ def _progress(cfg: TrainConfig, accelerator: Any, start: int) -> Callable[[int, 
         done = step - start
         eta = (time.perf_counter() - started) / max(done, 1) * (cfg.max_steps - step)
         reward = metrics.get("reward/mean", math.nan)
+        # a step whose groups all had zero variance makes no update: say so rather than print a NaN loss
+        loss = (
+            "skipped (no group to learn from)"
+            if metrics.get("train/skipped")
+            else f"{metrics.get('train/loss', math.nan):+.4f}"
+        )
         print(
-            f"step {step}/{cfg.max_steps}  reward {reward:.3f}  loss {metrics.get('train/loss', math.nan):+.4f}  "
+            f"step {step}/{cfg.max_steps}  reward {reward:.3f}  loss {loss}  "
             f"zero-var {metrics['groups/zero_variance_fraction']:.2f}  "
             f"distinct {metrics.get('diversity/distinct_fraction', math.nan):.2f}  eta {eta / 60:.1f} min",
             flush=True,
