@@ -29,7 +29,10 @@ are listed too, with the machine's load average before and after each run. Peak 
 
 Prints one JSON object: per model ``ours_s_per_step``, ``trl_s_per_step``, ``speedup`` (TRL's seconds per
 step over ours; target >= 1.3), ``ours_last_reward`` / ``trl_last_reward`` (mean reward of the last quarter
-of the steps), first-step rewards, peak RSS and the time split of our step.
+of the steps), first-step rewards, peak RSS, the time split of our step, the cores each trainer kept busy
+(CPU seconds over wall seconds), and completion tokens per second: ours in its generation phase, both over
+the whole step, and a standalone ``generate`` of the same rows in our sampling dtype (a third subprocess;
+``standalone_over_ours_generation`` is the target's ratio, at most 1.2).
 """
 
 from __future__ import annotations
@@ -115,9 +118,9 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "logging.progress=false",
     ]
     cfg = load_config(BASE_CONFIG, overrides)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     train(cfg)
-    total = time.perf_counter() - started
+    total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     lines = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [r for r in lines if "time/train_s" in r]
     return {
@@ -128,8 +131,58 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "rewards": [r.get("reward/mean") for r in steps],
         "completion_tokens_mean": [r.get("length/completion_tokens_mean") for r in steps],
         "total_s_including_load": total,
+        "busy_cores": cpu / total,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
+
+
+def _cpu_seconds() -> float:
+    """User plus system CPU time of this process so far, all its threads together."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_standalone(spec: dict[str, Any]) -> dict[str, Any]:
+    """A plain ``generate`` of one step's rows (the same prompts, length and sampling as the trainers'
+    first step) in the dtype our trainer samples in: the floor our in-loop generation is compared with."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(spec["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(
+        spec["model_dir"], dtype=getattr(torch, spec["inference_dtype"]), attn_implementation="sdpa"
+    ).eval()
+    prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
+    texts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+        )
+        for p in prompts[: spec["prompts_per_step"]]
+        for _ in range(spec["group_size"])
+    ]
+    inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    length = {"min_new_tokens": spec["tokens"]} if spec["force_length"] else {}
+    times, tokens = [], []
+    for _ in range(3):  # the first is a warm-up
+        started = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                **inputs,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=spec["tokens"],
+                **length,
+            )
+        times.append(time.perf_counter() - started)
+        new = out[:, inputs["input_ids"].shape[1] :]
+        tokens.append(
+            int((new != tokenizer.pad_token_id).sum()) if tokenizer.pad_token_id is not None else new.numel()
+        )
+    return {"generate_s": times[1:], "tokens": tokens[1:], "rows": len(texts)}
 
 
 def trl_vowel_reward(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -216,14 +269,15 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
         processing_class=tokenizer,
         callbacks=[clock],
     )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     trainer.train()
-    total = time.perf_counter() - started
+    total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     return {
         "step_s": clock.step_s,
         "rewards": [log.get("reward") for log in clock.logs],
         "completion_tokens_mean": [log.get("completions/mean_length") for log in clock.logs],
         "total_s_including_load": total,
+        "busy_cores": cpu / total,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
@@ -252,15 +306,24 @@ def _mean(values: list[Any]) -> float | None:
     return round(statistics.fmean(clean), 4) if clean else None
 
 
-def summarise(ours: dict[str, Any], trl: dict[str, Any], last: int) -> dict[str, Any]:
+def summarise(
+    ours: dict[str, Any], trl: dict[str, Any], standalone: dict[str, Any], rows: int, last: int
+) -> dict[str, Any]:
     def steady(values: list[float]) -> list[float]:
         return values[1:] or values  # the first step is a warm-up
+
+    def completion_tokens(result: dict[str, Any]) -> list[float]:  # per step, all rows
+        return [rows * float(n or 0) for n in result["completion_tokens_mean"]]
 
     # The median resists steps slowed by other work on a shared machine; the mean is reported beside it.
     ours_s, trl_s = statistics.median(steady(ours["step_s"])), statistics.median(steady(trl["step_s"]))
     split = {
         key: round(statistics.median(steady(ours[key])), 3) for key in ("generate_s", "train_s", "sync_s")
     }
+    ours_gen_tps = statistics.median(
+        steady([n / s for n, s in zip(completion_tokens(ours), ours["generate_s"], strict=True) if s > 0])
+    )
+    standalone_tps = sum(standalone["tokens"]) / sum(standalone["generate_s"])
     return {
         "ours_s_per_step": round(ours_s, 3),
         "trl_s_per_step": round(trl_s, 3),
@@ -275,6 +338,18 @@ def summarise(ours: dict[str, Any], trl: dict[str, Any], last: int) -> dict[str,
         "trl_first_reward": _mean(trl["rewards"][:1]),
         "last_steps_averaged": last,
         "ours_step_split_s": split,
+        # CPU seconds over wall seconds of the whole training call (loading excluded): how many of the
+        # machine's cores each trainer kept busy on average.
+        "ours_busy_cores": round(ours["busy_cores"], 2),
+        "trl_busy_cores": round(trl["busy_cores"], 2),
+        "cores": os.cpu_count(),
+        # completion tokens per second: ours in its generation phase (generation and scoring), a standalone
+        # generate of the same rows, and both trainers over their whole step
+        "ours_generation_tokens_per_s": round(ours_gen_tps, 1),
+        "standalone_generate_tokens_per_s": round(standalone_tps, 1),
+        "standalone_over_ours_generation": round(standalone_tps / ours_gen_tps, 3),
+        "ours_step_tokens_per_s": round(statistics.median(steady(completion_tokens(ours))) / ours_s, 1),
+        "trl_step_tokens_per_s": round(statistics.median(steady(completion_tokens(trl))) / trl_s, 1),
         "ours_peak_rss_gib": round(ours["peak_rss_gib"], 2),
         "trl_peak_rss_gib": round(trl["peak_rss_gib"], 2),
         "ours_total_s_including_load": round(ours["total_s_including_load"], 1),
@@ -316,7 +391,8 @@ def main() -> None:
     if args.worker:  # a subprocess: run one trainer, write its result
         kind, spec_path, result_path = args.worker
         spec = json.loads(Path(spec_path).read_text())
-        result = run_ours(spec) if kind == "ours" else run_trl(spec)
+        runner = {"ours": run_ours, "trl": run_trl, "standalone": run_standalone}[kind]
+        result = runner(spec)
         Path(result_path).write_text(json.dumps(result))
         return
 
@@ -368,10 +444,11 @@ def main() -> None:
             }
             ours = in_subprocess("ours", spec, work)
             trl = in_subprocess("trl", spec, work)
+            standalone = in_subprocess("standalone", spec, work)
             report[model] = {
                 "steps": steps,
                 "learning_rate": lr,
-                **summarise(ours, trl, last=max(1, steps // 4)),
+                **summarise(ours, trl, standalone, rows, last=max(1, steps // 4)),
             }
             print(f"{model}: {json.dumps(report[model])}", file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
