@@ -72,7 +72,7 @@ def test_chunked_output_head_gives_the_same_logprobs_and_gradients(
     assert torch.allclose(ent, plain_ent, atol=1e-4)
     assert grads.keys() == plain_grads.keys() and len(grads) > 3
     for name, grad in grads.items():
-        assert torch.allclose(grad, plain_grads[name], atol=1e-5), name
+        assert torch.allclose(grad, plain_grads[name], rtol=1e-4, atol=1e-4), name  # sums in another order
     assert float(plain_lp.abs().sum()) > 0  # the comparison is not between zeros
 
     for ids in ([5, 6, 7], [5]):  # no loss token; a one-token micro-batch (the padding one of a step)
