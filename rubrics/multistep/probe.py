@@ -229,17 +229,14 @@ def _sentences(phrases: Sequence[str]) -> str:
 def majority_answers(rubric: MultiStepRubric, scenarios: Sequence[Scenario]) -> dict[str, Any]:
     """Each requirement's most common ground-truth answer over ``scenarios`` (ties: the first seen)."""
     counts: dict[str, Counter[Any]] = defaultdict(Counter)
+    firsts: dict[str, dict[str, Any]] = defaultdict(dict)  # answers by repr (lists are not hashable)
     for scenario in scenarios:
         for name in rubric.graph.requirements:
             truth = truth_of(scenario.answers, name)
             if truth is not None:
-                counts[name][repr(truth["answer"])] += 1
-    firsts: dict[str, dict[str, Any]] = defaultdict(dict)
-    for scenario in scenarios:
-        for name in rubric.graph.requirements:
-            truth = truth_of(scenario.answers, name)
-            if truth is not None:
-                firsts[name].setdefault(repr(truth["answer"]), truth["answer"])
+                key = repr(truth["answer"])
+                counts[name][key] += 1
+                firsts[name].setdefault(key, truth["answer"])
     return {name: firsts[name][c.most_common(1)[0][0]] for name, c in counts.items()}
 
 
