@@ -209,6 +209,26 @@ class OptimConfig(Section):
     dominate) and cost time, so it is off by default (benchmarks/train_step_memory.py)."""
 
 
+class WarmStartConfig(Section):
+    """A supervised warm start before GRPO: the policy imitates demonstration conversations (loss on the
+    assistant turns only) so that its first rollouts already earn some reward, then GRPO takes over from it.
+    Off unless ``demonstrations`` is set. The warm-started weights are saved in ``<output_dir>/warm_start/``
+    and are GRPO's KL reference; a resumed run loads them instead of imitating again."""
+
+    demonstrations: str | None = None
+    """JSONL of demonstrations, one ``{"scenario": name, "messages": [...]}`` per line (user and assistant
+    turns; the environment's system prompt is put in front). A scenario named here must not be one of the
+    held-out ones."""
+    epochs: int = Field(2, ge=1)
+    """Passes over the demonstrations."""
+    learning_rate: float = Field(5e-5, gt=0.0)
+    """AdamW learning rate of the warm start (its own optimiser, discarded afterwards)."""
+    batch_size: int = Field(8, ge=1)
+    """Demonstrations per optimiser step."""
+    micro_batch_size: int = Field(2, ge=1)
+    """Demonstrations per forward pass (gradients accumulate up to ``batch_size``)."""
+
+
 class LoggingConfig(Section):
     """Where metrics and checkpoints go."""
 
@@ -255,6 +275,8 @@ class TrainConfig(Section):
     """The loss."""
     optim: OptimConfig = Field(default_factory=OptimConfig)
     """The optimiser."""
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    """The supervised warm start (off by default)."""
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     """Outputs."""
 

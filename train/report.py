@@ -35,6 +35,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +207,9 @@ def _plot_reward(ax: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
-    """``report.md`` of a run: the held-out evaluation before and after training side by side, and sample
-    replies before and after on the same scenarios.
+    """``report.md`` of a run: the held-out evaluation before and after training side by side (and after the
+    supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
+    on the same scenarios.
 
     Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). The
     change in mean reward is given with the 95% interval of a difference of two independent means,
@@ -221,6 +223,8 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     """
     run_dir = Path(run_dir)
     evals = {when: _read_eval(run_dir / f"eval_{when}") for when in ("before", "after")}
+    if (run_dir / "eval_warm_start" / "summary.json").is_file():
+        evals = {"before": evals["before"], "warm_start": _read_eval(run_dir / "eval_warm_start"), **evals}
     (before, before_rows), (after, after_rows) = evals["before"], evals["after"]
     change = after["reward_mean"] - before["reward_mean"]
     change_ci = 1.96 * math.hypot(before["reward_ci95"] / 1.96, after["reward_ci95"] / 1.96)
@@ -234,7 +238,7 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         "",
         *_summary_table(evals),
         "",
-        *_beside_trivial_policies(run_dir, before_rows, after_rows),
+        *_beside_trivial_policies(run_dir, {when: rows for when, (_, rows) in evals.items()}),
         "![curves](report.png)",
         "",
         "## Sample replies, before and after",
@@ -246,12 +250,15 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     return out
 
 
-def _beside_trivial_policies(
-    run_dir: Path, before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]]
-) -> list[str]:
-    """The trained and untrained models beside the rubric probe's policies (``probe.json``, written by the
-    trainer before training) on the held-out scenarios: rewards with intervals clustered by scenario, root
-    accuracy per branch, pass rates per level, and the trained model's paired difference against each."""
+_MODEL_ROWS = {"before": "untrained", "warm_start": "warm start only", "after": "trained"}
+"""The report's name of each evaluation of the model."""
+
+
+def _beside_trivial_policies(run_dir: Path, evals: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The model's evaluations (untrained, after the warm start when there was one, trained) beside the
+    rubric probe's policies (``probe.json``, written by the trainer before training) on the held-out
+    scenarios: rewards with intervals clustered by scenario, root accuracy per branch, pass rates per level,
+    and the trained model's paired difference against each other row."""
     from rubrics.multistep.probe import PolicyScore, Rollout, format_table, paired_difference, score_rollouts
 
     probe_file = run_dir / "probe.json"
@@ -259,19 +266,19 @@ def _beside_trivial_policies(
         return []
     probe_rows = [PolicyScore.from_dict(r) for r in json.loads(probe_file.read_text(encoding="utf-8"))]
     model = {}
-    for name, rows in (("untrained", before_rows), ("trained", after_rows)):
+    for when, rows in evals.items():
         rollouts = [Rollout.from_state(r) for r in rows]
         roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
-        model[name] = score_rollouts(name, rollouts, roots)
-    table = [model["untrained"], model["trained"], *probe_rows]
+        model[when] = score_rollouts(_MODEL_ROWS[when], rollouts, roots)
+    table = [*model.values(), *probe_rows]
     lines = ["## Held-out, beside the trivial policies", "", *format_table(table), ""]
     lines += [
         "Trained minus each row, paired by scenario (mean of the per-scenario differences, 95% t-interval); "
         "`ideal` is the ceiling, not a trivial policy:",
         "",
     ]
-    for other in [model["untrained"], *probe_rows]:
-        diff, half, n = paired_difference(model["trained"], other)
+    for other in [row for when, row in model.items() if when != "after"] + probe_rows:
+        diff, half, n = paired_difference(model["after"], other)
         verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
         lines.append(
             f"- {other.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
@@ -280,34 +287,42 @@ def _beside_trivial_policies(
 
 
 def _summary_table(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
-    """The before/after table: reward, replies, diversity and repetition, tokens, requirement pass rates."""
-    (before, _), (after, _) = evals["before"], evals["after"]
+    """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward,
+    replies, diversity and repetition, tokens, requirement pass rates."""
+    summaries = {when: summary for when, (summary, _) in evals.items()}
     replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
     diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
+    # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
     whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
+    names = {"before": "before", "warm_start": "after the warm start", "after": "after"}
+
+    def row(label: str, cell: Callable[[str], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(when) for when in evals) + " |"
+
     lines = [
-        "| held-out | before | after |",
-        "|---|---|---|",
-        f"| reward mean ± 95% CI | {before['reward_mean']:.3f} ± {before['reward_ci95']:.3f} | "
-        f"{after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} |",
-        f"| replies | {len(replies['before'])} | {len(replies['after'])} |",
+        row("held-out", lambda when: names[when]),
+        "|---|" + "---|" * len(evals),
+        row(
+            "reward mean ± 95% CI",
+            lambda when: f"{summaries[when]['reward_mean']:.3f} ± {summaries[when]['reward_ci95']:.3f}",
+        ),
+        row("replies", lambda when: str(len(replies[when]))),
     ]
     for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
-        lines.append(
-            f"| {key} (per reply) | {diversity['before'][key]:.3f} | {diversity['after'][key]:.3f} |"
-        )
-    # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
-    lines.append(
-        f"| repetition_rate (whole rollout) | {whole['before']['repetition_rate']:.3f} | "
-        f"{whole['after']['repetition_rate']:.3f} |"
-    )
-    lines.append(f"| completion tokens | {before['completion_tokens']} | {after['completion_tokens']} |")
-    for name in sorted(set(before.get("pass_rates", {})) | set(after.get("pass_rates", {}))):
-        cells = []
-        for summary in (before, after):
-            rate = summary.get("pass_rates", {}).get(name)
-            cells.append(f"{rate['passed']}/{rate['judged']}" if rate else "-")
-        lines.append(f"| requirement {name} passed | {cells[0]} | {cells[1]} |")
+
+        def share(when: str, key: str = key) -> str:
+            return f"{diversity[when][key]:.3f}"
+
+        lines.append(row(f"{key} (per reply)", share))
+    lines.append(row("repetition_rate (whole rollout)", lambda when: f"{whole[when]['repetition_rate']:.3f}"))
+    lines.append(row("completion tokens", lambda when: str(summaries[when]["completion_tokens"])))
+    for name in sorted({n for summary in summaries.values() for n in summary.get("pass_rates", {})}):
+
+        def rate(when: str, name: str = name) -> str:
+            tally = summaries[when].get("pass_rates", {}).get(name)
+            return f"{tally['passed']}/{tally['judged']}" if tally else "-"
+
+        lines.append(row(f"requirement {name} passed", rate))
     return lines
 
 

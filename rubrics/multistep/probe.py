@@ -31,7 +31,7 @@ from typing import Any
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
-from rubrics.multistep.walk import truth_of
+from rubrics.multistep.walk import Walk, truth_of
 
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal 1.96)
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -288,8 +288,12 @@ def _truth_phrases(rubric: MultiStepRubric, scenario: Scenario, name: str) -> li
     return phrases
 
 
-async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int) -> Rollout:
-    """One scripted rollout: a reply per turn through the rubric's walk, revealed texts told back."""
+async def converse(
+    rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int
+) -> tuple[list[dict[str, Any]], Walk]:
+    """Play ``policy`` through the rubric's walk of ``scenario`` as the progressive-reveal environment does:
+    a reply per turn, judged on the walk's frontier, the revealed texts told back as the next user message.
+    Returns the conversation (the dispatch first, no system message) and the finished walk."""
     walk = rubric.walk(scenario.answers, scenario.revealed_info)
     told = scenario.prompt if isinstance(scenario.prompt, str) else str(scenario.prompt[-1]["content"])
     messages: list[dict[str, Any]] = [{"role": "user", "content": told}]
@@ -301,8 +305,19 @@ async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_
             break
         told = "\n\n".join(step.reveals)
         messages.append({"role": "user", "content": told})
+    return messages, walk
+
+
+async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int) -> Rollout:
+    """One scripted rollout (``converse``), scored."""
+    _, walk = await converse(rubric, scenario, policy, max_turns)
     result = walk.result
     return Rollout(scenario.name, rubric.reward(result, scenario.answers), result.to_dict()["results"])
+
+
+def scripted(replies: Sequence[str]) -> Policy:
+    """A policy that says ``replies`` in order (nothing once they run out): a demonstration's turns."""
+    return lambda turn: replies[turn.turn - 1] if turn.turn <= len(replies) else ""
 
 
 async def probe(

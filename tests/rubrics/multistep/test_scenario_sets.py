@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -121,3 +123,22 @@ def test_composed_scenarios_load_as_scenarios(rubric: MultiStepRubric) -> None:
             turns = data.pop("ideal_turns")
             Scenario(**data).validate(rubric, strict=True)
             assert len(turns) >= 2
+
+
+def test_committed_demonstrations_are_the_composers_and_play_only_training_scenarios() -> None:
+    """The warm start's demonstrations: current, one per training scenario, none of a held-out one, each a
+    perfect conversation (the composer refuses parts whose ideal replies earn less than 1.0)."""
+    compose = composer()
+    path = ROOT / "configs/scenarios/first_responder_train_demos.jsonl"
+    assert path.read_text() == compose.demonstrations(compose.load_parts()), (
+        "run scripts/compose_scenarios.py"
+    )
+    demos = [json.loads(line) for line in path.read_text().splitlines()]
+    train = [s.name for s in load_scenarios(split_file("train"), load_rubric(compose.RUBRIC))]
+    held = {s.name for s in load_scenarios(split_file("heldout"), load_rubric(compose.RUBRIC))}
+    assert [d["scenario"] for d in demos] == train and not held & {d["scenario"] for d in demos}
+    assert all(d["reward"] == 1.0 for d in demos)
+    for demo in demos:  # the dispatch first, then reply and reveal in turn, ending on a reply
+        roles = [m["role"] for m in demo["messages"]]
+        assert roles[0] == "user" and roles[-1] == "assistant"
+        assert all(a != b for a, b in itertools.pairwise(roles))

@@ -1,0 +1,227 @@
+"""The supervised warm start: the policy imitates demonstration conversations before GRPO.
+
+GRPO learns only from groups whose rewards differ. A base model that never earns a reward on a task (the
+135M main-job model on first_responder: 0 of 384 rollouts passed the first requirement) gives every
+group zero variance, and GRPO never updates. The warm start is the usual way out (DeepSeek-R1's "cold
+start"): a few epochs of next-token cross-entropy on demonstrations, the loss on the assistant turns only,
+then GRPO from there.
+
+A demonstration is one conversation of a training scenario as the environment would hold it: the dispatch,
+then the assistant's replies and the revealed texts in turn (``scripts/compose_scenarios.py`` writes the
+ideal ones of first_responder). The environment's system prompt is put in front, and the tokens are the chat
+template's, exactly as a rollout sees them. A demonstration of a held-out scenario is refused: imitating it
+would leak the evaluation.
+
+The weights after the warm start are saved in ``<output_dir>/warm_start/`` (with ``warm_start.json``: the
+loss per epoch, the tokens, the seconds) and are the reference model of GRPO's KL term; a run that finds
+that folder complete loads it instead of imitating again. Under DeepSpeed the warm start is refused (its
+optimiser is the engine's): run it without DeepSpeed and start the DeepSpeed run from that folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rubrics.loading import FileLoadError, parse_json, read_text
+from rubrics.messages import show
+from train.config import WarmStartConfig
+
+FOLDER = "warm_start"
+"""The run folder's subfolder holding the warm-started model."""
+DONE_FILE = "warm_start.json"
+"""Written last into ``FOLDER``: the folder is complete when it exists."""
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """One conversation to imitate."""
+
+    scenario: str
+    """The scenario it plays (checked against the held-out ones)."""
+    messages: list[dict[str, str]]
+    """User and assistant turns, the first a user's, no system message."""
+
+
+def load_demonstrations(path: str | Path) -> list[Demonstration]:
+    """The demonstrations of a JSONL file, one ``{"scenario": ..., "messages": [...]}`` per line (other
+    keys, such as ``reward``, are kept out of the way).
+
+    Raises:
+        FileLoadError: naming the file, the line, the field and what is wrong."""
+    text = read_text(path)
+    demos = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = parse_json(line, path)
+        except FileLoadError as exc:
+            raise FileLoadError(path, exc.reason, lineno) from None
+        demos.append(_demonstration(data, path, lineno))
+    if not demos:
+        raise FileLoadError(path, "no demonstrations (expected one JSON object per line)")
+    return demos
+
+
+def _demonstration(data: Any, path: str | Path, line: int) -> Demonstration:
+    def fail(field: str | None, reason: str) -> FileLoadError:
+        return FileLoadError(path, reason, line, field)
+
+    if not isinstance(data, dict):
+        raise fail(None, f"wrong type (expected an object with scenario and messages, got {show(data)})")
+    scenario, messages = data.get("scenario"), data.get("messages")
+    if not isinstance(scenario, str) or not scenario.strip():
+        raise fail("scenario", f"expected the scenario's name, got {show(scenario)}")
+    if not isinstance(messages, list) or not messages:
+        raise fail("messages", f"expected a non-empty list of messages, got {show(messages)}")
+    for i, message in enumerate(messages):
+        expected = "user" if i % 2 == 0 else "assistant"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            raise fail(f"messages[{i}]", f"expected {{role, content}}, got {show(message)}")
+        if message["role"] != expected:
+            raise fail(
+                f"messages[{i}].role",
+                f"expected {expected!r} (turns alternate, the user first), got {show(message['role'])}",
+            )
+        if not isinstance(message["content"], str) or not message["content"].strip():
+            raise fail(f"messages[{i}].content", f"expected non-empty text, got {show(message['content'])}")
+    if len(messages) < 2:
+        raise fail("messages", "no assistant reply to imitate")
+    return Demonstration(scenario, [dict(m) for m in messages])
+
+
+def check_not_held_out(demos: Sequence[Demonstration], held_out: Sequence[str], path: str | Path) -> None:
+    """Refuse demonstrations of held-out scenarios (they would leak the evaluation).
+
+    Raises:
+        FileLoadError: naming the first such scenario and how many there are."""
+    leaked = [d.scenario for d in demos if d.scenario in set(held_out)]
+    if leaked:
+        raise FileLoadError(
+            path,
+            f"{len(leaked)} demonstration(s) play held-out scenarios (the first: {leaked[0]!r}); imitating them "
+            "would leak the evaluation",
+            field="scenario",
+        )
+
+
+def encode(
+    tokenizer: Any, system_prompt: str | None, messages: Sequence[dict[str, str]]
+) -> dict[str, list[Any]]:
+    """A demonstration as token ids under the chat template (``ids``) with ``loss_mask`` 1 on the tokens of
+    each assistant turn (its end-of-turn token included, as the model must learn to stop) and 0 elsewhere."""
+    from envs.chat import chat_ids
+
+    conversation = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    ids: list[int] = []
+    mask: list[int] = []
+    for message in messages:
+        before = len(conversation)
+        conversation.append(dict(message))
+        if message["role"] != "assistant":
+            continue
+        prompt = chat_ids(tokenizer, conversation[:before], add_generation_prompt=True)
+        upto = chat_ids(tokenizer, conversation, add_generation_prompt=False)
+        if upto[: len(prompt)] != prompt or prompt[: len(ids)] != ids:
+            raise ValueError(
+                "the chat template does not extend the earlier turns verbatim; cannot mask turns"
+            )
+        mask += [0] * (len(prompt) - len(ids)) + [1] * (len(upto) - len(prompt))
+        ids = upto
+    return {"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)}
+
+
+def is_complete(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished warm start."""
+    return (folder / DONE_FILE).is_file()
+
+
+def imitate(
+    model: Any,
+    tokenizer: Any,
+    sequences: Sequence[dict[str, list[Any]]],
+    cfg: WarmStartConfig,
+    accelerator: Any,
+    seed: int,
+    log: Callable[[int, dict[str, float]], None],
+) -> dict[str, Any]:
+    """``cfg.epochs`` passes of AdamW over ``sequences`` (``encode``'s), ``cfg.batch_size`` per optimiser
+    step in micro-batches of ``cfg.micro_batch_size``; the loss is the mean cross-entropy over the step's
+    assistant tokens. ``model`` is the prepared policy (under DDP its forward averages the gradients).
+    ``log(step, metrics)`` gets each step's loss. Returns the statistics (``epoch_loss``: the mean of the
+    steps' losses in each epoch)."""
+    import torch
+
+    from train.batching import collate
+    from train.distributed import backward, is_deepspeed
+    from train.step import forward_logprobs
+
+    if is_deepspeed(accelerator):
+        raise RuntimeError(
+            "warm_start under DeepSpeed: run the warm start without DeepSpeed first, then set "
+            f"model.name_or_path to its <output_dir>/{FOLDER} folder and warm_start.demonstrations to null"
+        )
+    rank, world = accelerator.process_index, accelerator.num_processes
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)
+    pad = tokenizer.pad_token_id or 0
+    order, rng = list(range(len(sequences))), random.Random(seed)
+    step, started, epoch_losses = 0, time.perf_counter(), []
+    for _ in range(cfg.epochs):
+        rng.shuffle(order)
+        mine = order[rank::world]  # each process its share; DDP averages the gradients
+        total, batches = 0.0, 0
+        for start in range(0, len(mine), cfg.batch_size):
+            rows = [sequences[i] for i in mine[start : start + cfg.batch_size]]
+            tokens = sum(sum(r["loss_mask"]) for r in rows)
+            loss_sum = 0.0
+            for m in range(0, len(rows), cfg.micro_batch_size):
+                part = rows[m : m + cfg.micro_batch_size]
+                batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
+                logprobs_BT, _ = forward_logprobs(model, batch, 1.0, entropy=False)
+                loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
+                backward(accelerator, loss, m + cfg.micro_batch_size >= len(rows))
+                loss_sum += float(loss.detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            total += loss_sum
+            batches += 1
+            log(step, {"warm_start/loss": loss_sum, "warm_start/grad_norm": grad_norm})
+        epoch_losses.append(total / max(batches, 1))
+    return {
+        "demonstrations": len(sequences),
+        "epochs": cfg.epochs,
+        "steps": step,
+        "epoch_loss": epoch_losses,
+        "tokens": sum(len(s["ids"]) for s in sequences),
+        "trained_tokens": sum(sum(s["loss_mask"]) for s in sequences),
+        "seconds": time.perf_counter() - started,
+        "final_perplexity": math.exp(epoch_losses[-1]) if epoch_losses else math.nan,
+    }
+
+
+def save(folder: Path, model: Any, tokenizer: Any, stats: dict[str, Any]) -> None:
+    """The warm-started model and tokenizer, then ``DONE_FILE`` with ``stats`` (last: it marks completion)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    (folder / DONE_FILE).write_text(json.dumps(stats, indent=2), encoding="utf-8")
+
+
+def load_into(module: Any, folder: Path) -> None:
+    """Copy the warm-started weights of ``folder`` into ``module`` (the policy or the reference model)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=next(module.parameters()).dtype)
+    with torch.no_grad():
+        module.load_state_dict(saved.state_dict())
