@@ -84,7 +84,7 @@ def _rubric_show(args: argparse.Namespace) -> int:
 
 def _rubric_probe(args: argparse.Namespace) -> int:
     from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
-    from rubrics.multistep.probe import format_table, probe
+    from rubrics.multistep.probe import format_table, ideal_demonstrations, probe
 
     try:
         rubric = load_rubric(args.file)
@@ -97,6 +97,10 @@ def _rubric_probe(args: argparse.Namespace) -> int:
     print("\n".join(format_table(rows)))
     if args.json:
         Path(args.json).write_text(json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8")
+    if args.demos:
+        demos = asyncio.run(ideal_demonstrations(rubric, scenarios, args.max_turns))
+        Path(args.demos).write_text("".join(json.dumps(d) + "\n" for d in demos), encoding="utf-8")
+        print(f"{args.demos}: {len(demos)} demonstrations (warm_start.demonstrations)")
     return 0
 
 
@@ -187,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--max-turns", type=int, default=6, help="replies per rollout (default %(default)s)")
     probe.add_argument("--json", help="also write the rows here")
+    probe.add_argument(
+        "--demos", help="also write the ideal policy's conversations here (JSONL, for warm_start)"
+    )
     probe.set_defaults(handler=_rubric_probe)
 
     ev = sub.add_parser("eval", help="run the progressive-reveal environment on a model and summarise")

@@ -32,6 +32,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         "logging.sample_every=1",
         "env.scenarios=configs/scenarios/first_responder.yaml",  # 3 of its 13 held out
         "env.eval_scenarios=null",
+        "warm_start.demonstrations=null",  # the random model as it is: no reward signal (see test_warm_start.py)
     )
     result = train(cfg)
     run = tmp_path / "run"
@@ -179,6 +180,7 @@ def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_fac
         "rollout.max_tokens=16",
         "optim.micro_batch_size=4",
         "logging.progress=false",
+        "warm_start.demonstrations=null",
         *overrides,
     )
     return train(cfg)

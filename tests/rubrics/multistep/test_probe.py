@@ -132,15 +132,21 @@ def test_paired_difference_is_taken_per_scenario() -> None:
 
 def test_cli_prints_the_table_and_refuses_a_bad_file(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "train.cli", "rubric", "probe", "configs/rubrics/first_responder.yaml"]
-    out = tmp_path / "probe.json"
+    out, demos = tmp_path / "probe.json", tmp_path / "demos.jsonl"
     ok = subprocess.run(
-        [*cli, "--scenarios", "configs/scenarios/first_responder.yaml", "--json", str(out)],
+        [*cli, "--scenarios", "configs/scenarios/first_responder.yaml", "--json", str(out), "--demos", str(demos)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert "| majority |" in ok.stdout and "| ideal |" in ok.stdout
     rows = {r["policy"]: r for r in json.loads(out.read_text())}
     assert rows["ideal"]["reward_mean"] > rows["empty"]["reward_mean"]
+    # the ideal policy's conversations, which the trainer's warm start loads
+    from train.warm_start import load_demonstrations
+
+    written = [json.loads(line) for line in demos.read_text().splitlines()]
+    assert len(load_demonstrations(demos)) == rows["ideal"]["scenarios"] == len(written)
+    assert statistics.mean(d["reward"] for d in written) == pytest.approx(rows["ideal"]["reward_mean"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("format_version: 1\nscenarios: [{name: x}]\n")
     refused = subprocess.run(
