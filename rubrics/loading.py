@@ -244,6 +244,19 @@ def parse_json(text: str, source: str | Path = "<string>") -> Any:
         raise FileLoadError(source, "not valid JSON: nested too deeply") from None
 
 
+def parse_jsonl(path: str | Path) -> list[tuple[int, Any]]:
+    """Each non-blank line of a JSONL file as ``(line number, parsed value)``; errors name the file and the
+    line (``read_text``'s and ``parse_json``'s reasons)."""
+    entries = []
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if line.strip():
+            try:
+                entries.append((lineno, parse_json(line, path)))
+            except FileLoadError as exc:
+                raise FileLoadError(path, exc.reason, lineno) from None
+    return entries
+
+
 def load_yaml_file(path: str | Path) -> Any:
     """``parse_yaml(read_text(path))``."""
     return parse_yaml(read_text(path), path)

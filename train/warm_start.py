@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubrics.loading import FileLoadError, parse_json, read_text
+from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
 from train.config import WarmStartConfig
 
@@ -55,16 +55,7 @@ def load_demonstrations(path: str | Path) -> list[Demonstration]:
 
     Raises:
         FileLoadError: naming the file, the line, the field and what is wrong."""
-    text = read_text(path)
-    demos = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = parse_json(line, path)
-        except FileLoadError as exc:
-            raise FileLoadError(path, exc.reason, lineno) from None
-        demos.append(_demonstration(data, path, lineno))
+    demos = [_demonstration(data, path, lineno) for lineno, data in parse_jsonl(path)]
     if not demos:
         raise FileLoadError(path, "no demonstrations (expected one JSON object per line)")
     return demos
@@ -102,7 +93,8 @@ def check_not_held_out(demos: Sequence[Demonstration], held_out: Sequence[str], 
 
     Raises:
         FileLoadError: naming the first such scenario and how many there are."""
-    leaked = [d.scenario for d in demos if d.scenario in set(held_out)]
+    held = set(held_out)
+    leaked = [d.scenario for d in demos if d.scenario in held]
     if leaked:
         raise FileLoadError(
             path,
@@ -117,7 +109,7 @@ def encode(
 ) -> dict[str, list[Any]]:
     """A demonstration as token ids under the chat template (``ids``) with ``loss_mask`` 1 on the tokens of
     each assistant turn (its end-of-turn token included, as the model must learn to stop) and 0 elsewhere."""
-    from envs.chat import chat_ids
+    from envs.chat import TemplatePrefixError, chat_ids
 
     conversation = [{"role": "system", "content": system_prompt}] if system_prompt else []
     ids: list[int] = []
@@ -130,8 +122,8 @@ def encode(
         prompt = chat_ids(tokenizer, conversation[:before], add_generation_prompt=True)
         upto = chat_ids(tokenizer, conversation, add_generation_prompt=False)
         if upto[: len(prompt)] != prompt or prompt[: len(ids)] != ids:
-            raise ValueError(
-                "the chat template does not extend the earlier turns verbatim; cannot mask turns"
+            raise TemplatePrefixError(
+                "the chat template does not extend the earlier turns verbatim; cannot mask the assistant turns"
             )
         mask += [0] * (len(prompt) - len(ids)) + [1] * (len(upto) - len(prompt))
         ids = upto

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from rubrics.loading import Document, FileLoadError, parse_json, read_text
+from rubrics.loading import Document, FileLoadError, parse_jsonl
 from rubrics.messages import field_path, show
 from rubrics.multistep.files import (
     FORMAT_VERSION,
@@ -109,20 +109,12 @@ def _yaml_entries(path: Path) -> list[tuple[Document, tuple[Any, ...]]]:
 
 def _jsonl_entries(path: Path) -> list[tuple[Document, tuple[Any, ...]]]:
     try:
-        text = read_text(path)
+        lines = parse_jsonl(path)
     except FileLoadError as exc:
         raise RubricFileError(exc.file, exc.reason, exc.line) from None
-    entries = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                data = parse_json(line, path)
-            except FileLoadError as exc:
-                raise RubricFileError(path, exc.reason, lineno) from None
-            entries.append((Document(data, str(path), {(): lineno}), ()))
-    if not entries:
+    if not lines:
         raise RubricFileError(path, "no scenarios (expected one JSON object per line)")
-    return entries
+    return [(Document(data, str(path), {(): lineno}), ()) for lineno, data in lines]
 
 
 def _scenario(doc: Document, where: tuple[Any, ...]) -> Scenario:
