@@ -45,6 +45,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
     from train.task import build_task, probe_held_out
+    from train.warm_start import run_warm_start
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
@@ -89,7 +90,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:
-        worker.run(warm_start, cfg, accelerator, policy, env, held_names, start_step)
+        worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
         loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
         if start_step == 0 and eval_examples:
             logger.log(0, _numbers(evaluate("eval_warm_start"), "eval_warm_start/"))
@@ -191,48 +192,6 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     scheduler = get_scheduler(optim.schedule, optimizer, optim.warmup_steps, cfg.max_steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
-
-
-def warm_start(
-    cfg: TrainConfig, accelerator: Any, policy: Policy, env: Any, held_out: list[str], start_step: int
-) -> None:
-    """The supervised warm start (``train.warm_start``): imitate the demonstrations, save the result, and make
-    it the KL reference. A finished one in the run folder is loaded instead of run again; a resumed run
-    (``start_step > 0``) has its policy from the checkpoint and takes only the reference from it."""
-    from train import warm_start as ws
-
-    folder = Path(cfg.logging.output_dir) / ws.FOLDER
-    unwrapped = accelerator.unwrap_model(policy.model)
-    if ws.is_complete(folder):
-        if start_step == 0:
-            ws.load_into(unwrapped, folder)
-        print(f"warm start: loaded {folder}", flush=True)
-    else:
-        if start_step > 0:
-            raise FileNotFoundError(
-                f"{folder}: no finished warm start to take the KL reference from, but the run resumes at step "
-                f"{start_step}; remove the checkpoints to start over"
-            )
-        path = cfg.warm_start.demonstrations
-        assert path is not None
-        demos = ws.load_demonstrations(path)
-        ws.check_not_held_out(demos, held_out, path)
-        sequences = [ws.encode(policy.tokenizer, env.system_prompt, d.messages) for d in demos]
-        show = cfg.logging.progress and accelerator.is_main_process
-
-        def log(step: int, metrics: dict[str, float]) -> None:
-            if show:
-                print(f"warm start step {step}  loss {metrics['warm_start/loss']:.3f}", flush=True)
-
-        stats = ws.imitate(
-            policy.model, policy.tokenizer, sequences, cfg.warm_start, accelerator, cfg.seed, log
-        )
-        if accelerator.is_main_process:
-            ws.save(folder, unwrapped, policy.tokenizer, stats)
-            print(f"warm start: {json.dumps(stats)}", flush=True)
-        accelerator.wait_for_everyone()
-    if policy.ref_model is not None:
-        policy.ref_model.load_state_dict(unwrapped.state_dict())
 
 
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10}

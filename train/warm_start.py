@@ -31,7 +31,7 @@ from typing import Any
 
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
-from train.config import WarmStartConfig
+from train.config import TrainConfig, WarmStartConfig
 
 FOLDER = "warm_start"
 """The run folder's subfolder holding the warm-started model."""
@@ -217,3 +217,42 @@ def load_into(module: Any, folder: Path) -> None:
     saved = AutoModelForCausalLM.from_pretrained(folder, dtype=next(module.parameters()).dtype)
     with torch.no_grad():
         module.load_state_dict(saved.state_dict())
+
+
+def run_warm_start(
+    cfg: TrainConfig, accelerator: Any, policy: Any, env: Any, held_out: list[str], start_step: int
+) -> None:
+    """The trainer's warm start of ``policy`` (``train.trainer.Policy``): imitate the demonstrations, save the
+    result, and make it the KL reference. A finished one in the run folder is loaded instead of run again;
+    a resumed run (``start_step > 0``) has its policy from the checkpoint and takes only the reference from
+    it."""
+    folder = Path(cfg.logging.output_dir) / FOLDER
+    unwrapped = accelerator.unwrap_model(policy.model)
+    if is_complete(folder):
+        if start_step == 0:
+            load_into(unwrapped, folder)
+        print(f"warm start: loaded {folder}", flush=True)
+    else:
+        if start_step > 0:
+            raise FileNotFoundError(
+                f"{folder}: no finished warm start to take the KL reference from, but the run resumes at step "
+                f"{start_step}; remove the checkpoints to start over"
+            )
+        path = cfg.warm_start.demonstrations
+        assert path is not None
+        demos = load_demonstrations(path)
+        check_not_held_out(demos, held_out, path)
+        sequences = [encode(policy.tokenizer, env.system_prompt, d.messages) for d in demos]
+        verbose = cfg.logging.progress and accelerator.is_main_process
+
+        def log(step: int, metrics: dict[str, float]) -> None:
+            if verbose:
+                print(f"warm start step {step}  loss {metrics['warm_start/loss']:.3f}", flush=True)
+
+        stats = imitate(policy.model, policy.tokenizer, sequences, cfg.warm_start, accelerator, cfg.seed, log)
+        if accelerator.is_main_process:
+            save(folder, unwrapped, policy.tokenizer, stats)
+            print(f"warm start: {json.dumps(stats)}", flush=True)
+        accelerator.wait_for_everyone()
+    if policy.ref_model is not None:
+        policy.ref_model.load_state_dict(unwrapped.state_dict())
