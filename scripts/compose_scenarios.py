@@ -1,19 +1,21 @@
 """Compose the first_responder scenario sets from parts: every scene crossed with the patients that fit it.
 
-    .venv/bin/python scripts/compose_scenarios.py           # write the two files
+    .venv/bin/python scripts/compose_scenarios.py           # write the three files
     .venv/bin/python scripts/compose_scenarios.py --check   # exit 1 when a committed file is stale
 
 Reads ``configs/scenarios/parts/first_responder.yaml`` (scenes, patients, one prompt template per split) and
 writes ``configs/scenarios/first_responder_train.yaml`` and ``first_responder_heldout.yaml``, and the
 demonstrations of the training split, ``first_responder_train_demos.jsonl``: each training scenario's ideal
 replies played through the progressive-reveal walk (the conversation a perfect policy has, reveals included),
-for the trainer's supervised warm start (``warm_start.demonstrations``). The held-out split has none. The choice is
-deterministic and balanced: in training each patient meets three scenes whose setting fits it, alternately
-two safe and one unsafe or one safe and two unsafe (so the root is 50/50), rotating through the scenes so
-that every hazard type is met; held out, each patient meets one scene, safe and unsafe alternately. The two
-splits share no scene and word their prompts differently (the template, and each patient's call, first
-sight and first look), so no (scene, patient) pair of the held-out set is seen in training. Every patient also carries the ideal reply of each turn (``ideal_turns``), which the
-tests drive through the progressive-reveal walk.
+for the trainer's supervised warm start (``warm_start.demonstrations``). The held-out split has none.
+
+The choice is deterministic and balanced: in training each patient meets three scenes whose setting fits
+it, alternately two safe and one unsafe or one safe and two unsafe (so the root is 50/50), rotating through
+the scenes so that every hazard type is met; held out, each patient meets one scene, safe and unsafe
+alternately. The two splits share no scene and word their prompts differently (the template, and each
+patient's call, first sight and first look), so no (scene, patient) pair of the held-out set is seen in
+training. Every patient also carries the ideal reply of each turn (``ideal_turns``), which the tests drive
+through the progressive-reveal walk.
 """
 
 from __future__ import annotations
@@ -139,18 +141,17 @@ def demonstrations(parts: dict[str, Any]) -> str:
     import json
 
     from rubrics.multistep import Scenario, load_rubric
-    from rubrics.multistep.probe import converse, scripted
+    from rubrics.multistep.probe import demonstration, scripted
 
     rubric = load_rubric(RUBRIC)
     lines = []
     for data in compose(parts, "train"):
         turns = data.pop("ideal_turns")
         scenario = Scenario(**data)
-        messages, walk = asyncio.run(converse(rubric, scenario, scripted(turns), len(turns)))
-        reward = rubric.reward(walk.result, scenario.answers)
-        if reward != 1.0:
-            raise ValueError(f"{scenario.name}: its ideal replies earn {reward:.3f}, not 1.0")
-        lines.append(json.dumps({"scenario": scenario.name, "reward": reward, "messages": messages}))
+        demo = asyncio.run(demonstration(rubric, scenario, scripted(turns), len(turns)))
+        if demo["reward"] != 1.0:
+            raise ValueError(f"{scenario.name}: its ideal replies earn {demo['reward']:.3f}, not 1.0")
+        lines.append(json.dumps(demo))
     return "\n".join(lines) + "\n"
 
 

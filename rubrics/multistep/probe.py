@@ -320,19 +320,24 @@ def scripted(replies: Sequence[str]) -> Policy:
     return lambda turn: replies[turn.turn - 1] if turn.turn <= len(replies) else ""
 
 
+async def demonstration(
+    rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int
+) -> dict[str, Any]:
+    """``policy``'s conversation of ``scenario`` (``converse``) with its reward, as the trainer's warm start
+    reads a demonstration: ``{"scenario", "reward", "messages"}``."""
+    messages, walk = await converse(rubric, scenario, policy, max_turns)
+    reward = rubric.reward(walk.result, scenario.answers)
+    return {"scenario": scenario.name, "reward": reward, "messages": messages}
+
+
 async def ideal_demonstrations(
     rubric: MultiStepRubric, scenarios: Sequence[Scenario], max_turns: int
 ) -> list[dict[str, Any]]:
-    """The ``ideal`` policy's conversation of each scenario, as the trainer's warm start reads them
-    (``{"scenario", "reward", "messages"}``): demonstrations for a rubric whose scenarios have no hand-written
-    ideal replies. Its replies are the rule judges' own phrases, terse but judged correct."""
+    """The ``ideal`` policy's ``demonstration`` of each scenario: demonstrations for a rubric whose scenarios
+    have no hand-written ideal replies. Its replies are the rule judges' own phrases, terse but judged
+    correct."""
     ideal = trivial_policies(rubric, scenarios)["ideal"]
-    demos = []
-    for scenario in scenarios:
-        messages, walk = await converse(rubric, scenario, ideal, max_turns)
-        reward = rubric.reward(walk.result, scenario.answers)
-        demos.append({"scenario": scenario.name, "reward": reward, "messages": messages})
-    return demos
+    return [await demonstration(rubric, scenario, ideal, max_turns) for scenario in scenarios]
 
 
 async def probe(
