@@ -52,6 +52,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from train.distributed import reuse_freed_memory  # noqa: E402
+
 DATA = ROOT / "configs" / "data" / "toy_prompts.jsonl"
 BASE_CONFIG = ROOT / "configs" / "train" / "tiny_test.yaml"
 RUBRIC = "rubrics.examples:toy_vowels"
@@ -148,6 +150,7 @@ def run_standalone(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    reuse_freed_memory()  # as in our trainer's process
     torch.manual_seed(spec["seed"])
     tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
     tokenizer.padding_side = "left"
@@ -199,6 +202,8 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    if spec.get("reuse_freed_memory"):  # the allocator setting our trainer applies (the fairness arm)
+        reuse_freed_memory()
     torch.manual_seed(spec["seed"])
     prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
@@ -285,9 +290,9 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the driver ---------------------------------------------------------------------------------------------
 
 
-def in_subprocess(kind: str, spec: dict[str, Any], work: Path) -> dict[str, Any]:
-    spec_path = work / f"{kind}-{spec['model']}-spec.json"
-    result_path = work / f"{kind}-{spec['model']}-result.json"
+def in_subprocess(kind: str, spec: dict[str, Any], work: Path, tag: str = "") -> dict[str, Any]:
+    spec_path = work / f"{kind}{tag}-{spec['model']}-spec.json"
+    result_path = work / f"{kind}{tag}-{spec['model']}-result.json"
     spec_path.write_text(json.dumps(spec))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(spec_path), str(result_path)]
     load_before = os.getloadavg()[0]
@@ -363,6 +368,49 @@ def summarise(
     }
 
 
+def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> dict[str, Any]:
+    """Ours, TRL, the standalone generate (and TRL with our allocator setting, when asked) on ``model``."""
+    if model == "tiny":
+        from envs.models.tiny import build_tiny_model
+
+        model_dir = build_tiny_model(work / "tiny-model")
+        steps, lr = args.steps_tiny, args.lr_tiny
+    else:
+        from envs.models import prepare_smollm2
+
+        model_dir = prepare_smollm2()
+        steps, lr = args.steps_smollm2, args.lr_smollm2
+    spec = {
+        "model": model,
+        "model_dir": str(model_dir),
+        "steps": steps,
+        "learning_rate": lr,
+        "tokens": args.tokens,
+        "prompts_per_step": args.prompts_per_step,
+        "group_size": args.group_size,
+        "seed": args.seed,
+        "force_length": not args.free_length,
+        "inference_dtype": args.inference_dtype,
+        "out_dir": str(work / model),
+    }
+    last = max(1, steps // 4)
+    ours = in_subprocess("ours", spec, work)
+    trl = in_subprocess("trl", spec, work)
+    standalone = in_subprocess("standalone", spec, work)
+    result = {"steps": steps, "learning_rate": lr, **summarise(ours, trl, standalone, rows, last)}
+    if args.trl_reuse_freed_memory:  # how much of the speedup is the allocator setting alone
+        fair = in_subprocess("trl", {**spec, "reuse_freed_memory": True}, work, tag="-reuse")
+        fair_s = statistics.median(fair["step_s"][1:] or fair["step_s"])
+        result["trl_reuse_freed_memory"] = {
+            "s_per_step": round(fair_s, 3),
+            "speedup_ours_over_it": round(fair_s / result["ours_s_per_step"], 3),
+            "peak_rss_gib": round(fair["peak_rss_gib"], 2),
+            "last_reward": _mean(fair["rewards"][-last:]),
+            "step_s": [round(x, 3) for x in fair["step_s"]],
+        }
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -384,6 +432,11 @@ def main() -> None:
         default="bfloat16",
         choices=["float32", "bfloat16"],
         help="our local backend's sampling copy (training stays float32 for both)",
+    )
+    parser.add_argument(
+        "--trl-reuse-freed-memory",
+        action="store_true",
+        help="also run TRL with the allocator setting our trainer applies (train.distributed.reuse_freed_memory)",
     )
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "SPEC", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -417,39 +470,8 @@ def main() -> None:
         }
     }
     with tempfile.TemporaryDirectory(prefix="trainer_vs_trl-") as tmp:
-        work = Path(tmp)
         for model in models:
-            if model == "tiny":
-                from envs.models.tiny import build_tiny_model
-
-                model_dir = build_tiny_model(work / "tiny-model")
-                steps, lr = args.steps_tiny, args.lr_tiny
-            else:
-                from envs.models import prepare_smollm2
-
-                model_dir = prepare_smollm2()
-                steps, lr = args.steps_smollm2, args.lr_smollm2
-            spec = {
-                "model": model,
-                "model_dir": str(model_dir),
-                "steps": steps,
-                "learning_rate": lr,
-                "tokens": args.tokens,
-                "prompts_per_step": args.prompts_per_step,
-                "group_size": args.group_size,
-                "seed": args.seed,
-                "force_length": not args.free_length,
-                "inference_dtype": args.inference_dtype,
-                "out_dir": str(work / model),
-            }
-            ours = in_subprocess("ours", spec, work)
-            trl = in_subprocess("trl", spec, work)
-            standalone = in_subprocess("standalone", spec, work)
-            report[model] = {
-                "steps": steps,
-                "learning_rate": lr,
-                **summarise(ours, trl, standalone, rows, last=max(1, steps // 4)),
-            }
+            report[model] = bench_model(model, args, Path(tmp), rows)
             print(f"{model}: {json.dumps(report[model])}", file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
 

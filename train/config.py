@@ -263,6 +263,10 @@ class TrainConfig(Section):
     """Deterministic algorithms (for bitwise-reproducible resumes on CPU)."""
     resume: bool = True
     """Continue from the latest checkpoint in ``logging.output_dir`` if there is one."""
+    reuse_freed_host_memory: bool = True
+    """Runs on a CPU: glibc's malloc keeps freed memory for reuse instead of returning it to the OS, so the
+    activations of each step and the KV cache of each decoding step stop page-faulting in afresh
+    (``train.distributed.reuse_freed_memory``). No effect with a GPU, or off glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -14,6 +14,8 @@ accelerate to read them from): they come from the run config.
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import warnings
 from pathlib import Path
 from typing import Any
@@ -103,3 +105,28 @@ def is_deepspeed(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
     return bool(accelerator.distributed_type == DistributedType.DEEPSPEED)
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc ``mallopt`` parameters (malloc.h)."""
+
+
+def reuse_freed_memory(mmap_threshold: int = 256 << 20) -> bool:
+    """Have glibc's malloc keep freed memory for reuse rather than hand it back to the OS; True if applied.
+
+    By default a block over 128 KiB is mapped afresh and unmapped when freed, and the heap's free top is
+    trimmed, so every training step's activations and every decoding step's grown KV cache arrive as new
+    pages, each one a page fault (about 3.5 million in 5 generate-and-train rounds of SmolLM2-135M on a
+    2-core VM, where a fault costs microseconds). Blocks up to ``mmap_threshold`` then come from the heap,
+    which is never trimmed. Peak RSS is unchanged, but the process does not shrink after a peak. Off glibc
+    (musl, macOS) this does nothing and returns False."""
+    if platform.system() != "Linux":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # older glibc refuses a threshold over 32 MiB: fall back to that
+    mapped = mallopt(M_MMAP_THRESHOLD, mmap_threshold) or mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    return bool(mapped and mallopt(M_TRIM_THRESHOLD, 2**31 - 1))

@@ -1,7 +1,7 @@
-"""The local backend: transformers generation in this process (the embedded default).
+"""The local backend: sampling from a transformers model in this process (the embedded default).
 
-Concurrent ``generate`` calls are gathered into one batched ``model.generate`` (rows left-padded), so many
-rollouts in flight share each forward pass. Generation runs on one dedicated worker thread
+Concurrent ``generate`` calls are gathered into one batched decode (rows left-padded,
+``envs.backends.decode``), so many rollouts in flight share each forward pass. Generation runs on one dedicated worker thread
 (``LocalBackend.executor``), leaving the event loop free for judges. The model object is the trainer's own
 module, so weight sync costs nothing.
 
@@ -10,20 +10,22 @@ have each run parallel work, libgomp counts more worker threads than cores and s
 parallel regions, so every small kernel pays a wake-up: generation on 2 cores measured 1.5-1.7x slower. A
 trainer that shares the model should run its own torch work on ``executor`` too (``train.trainer`` does).
 
-Logprobs are the log-softmax of the **raw** logits divided by the temperature, recorded step by step by a
-logits processor (transformers applies user processors before its temperature and top-p warpers), the
-same quantity the trainer computes; no ``vocab x steps`` logits tensor is ever kept.
+Logprobs are the log-softmax of the **raw** logits divided by the temperature, over the whole vocabulary,
+recorded step by step: the same quantity the trainer computes; no ``vocab x steps`` logits tensor is ever
+kept. None of the model file's ``generation_config`` defaults (top-k, repetition penalty) apply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.backends.base import Sample, SamplingParams, WeightSource, plain_generate_kwargs
+from envs.backends.base import Sample, SamplingParams, WeightSource
+from envs.backends.decode import Decoding, decode, packed_linears
 
 
 @dataclass
@@ -31,31 +33,6 @@ class _Request:
     prompt_ids: list[int]
     params: SamplingParams
     future: asyncio.Future[list[Sample]] = field(repr=False)
-
-
-class _LogprobRecorder:
-    """Records the logprob of each sampled token while ``generate`` runs (memory: one [rows, vocab])."""
-
-    def __init__(self, temperature: float) -> None:
-        self.temperature = temperature if temperature > 0 else 1.0
-        self.previous: Any = None  # [rows, vocab] log-softmax of the last step
-        self.steps: list[Any] = []  # each [rows]
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def finish(self, sequences: Any) -> Any:
-        """Logprobs of every generated token: [rows, steps]."""
-        import torch
-
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
-        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros(sequences.shape[0], 0)
 
 
 class LocalBackend:
@@ -68,6 +45,7 @@ class LocalBackend:
         max_batch_rows: int = 64,
         executor: concurrent.futures.Executor | None = None,
         sampling_dtype: str | None = None,
+        pack_weights: bool = True,
     ) -> None:
         self.policy = model
         """The policy being trained (the trainer's module)."""
@@ -78,6 +56,9 @@ class LocalBackend:
         """Its tokenizer (for decoding text and the end-of-sequence ids)."""
         self.max_batch_rows = max_batch_rows
         """Most sequences generated together in one ``generate`` call."""
+        self.pack_weights = pack_weights
+        """Decode a float32 model on the CPU with its linear weights reordered for oneDNN, once per batch
+        (``envs.backends.decode.packed_linears``: a transient copy of the weights while it decodes)."""
         self.share_prefill = True
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
         self.lock = threading.Lock()
@@ -167,33 +148,23 @@ class LocalBackend:
             attention_mask[i, width - len(ids) :] = 1
         device = next(self.model.parameters()).device
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        recorder = _LogprobRecorder(params.temperature)
         stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
-        sampling: dict[str, Any] = {
-            **plain_generate_kwargs(),
-            "do_sample": False,
-        }  # none of the model file's defaults
-        if params.temperature > 0:
-            sampling.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
-        with self.lock, torch.inference_mode():
+        how = Decoding(
+            max_new_tokens=params.max_tokens,
+            min_new_tokens=params.min_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            stop_ids=stop_ids,
+            pad_id=self.pad_token_id,
+        )
+        pack = packed_linears(self.model) if self.pack_weights else contextlib.nullcontext()
+        with self.lock, torch.inference_mode(), pack:
             cache = self._shared_prefill(rows, input_ids, attention_mask) if self.share_prefill else None
             if params.seed is not None:
                 torch.manual_seed(params.seed)
-            out = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                cache=cache,
-                max_new_tokens=params.max_tokens,
-                min_new_tokens=params.min_tokens or None,
-                eos_token_id=stop_ids,
-                pad_token_id=self.pad_token_id,
-                logits_processor=[recorder],
-                return_dict_in_generate=True,
-                **sampling,
-            )
+            generated, logprobs = decode(self.model, input_ids, attention_mask, cache, how)
             version = self.weight_version  # the weights cannot change while the lock is held
-        generated = out.sequences[:, width:].cpu()  # [rows, steps]
-        logprobs = recorder.finish(out.sequences).cpu()  # [rows, steps]
+        generated, logprobs = generated.cpu(), logprobs.cpu()  # [rows, steps]
         samples = [
             self._sample(generated[i].tolist(), logprobs[i].tolist(), stop_ids, version)
             for i in range(len(rows))

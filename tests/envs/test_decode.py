@@ -1,0 +1,107 @@
+"""The local backend's sampling loop (``envs.backends.decode``): the draws follow the distribution the
+logprobs describe, ``min_tokens`` and top-p restrict the choice but not the logprobs, and the oneDNN
+weights compute what ``nn.Linear`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from envs.backends.decode import Decoding, _inverse_cdf, _pick, decode, packed_linears  # noqa: E402
+
+PROBS = torch.tensor([0.5, 0.25, 0.15, 0.1, 0.0])
+
+
+def _frequencies(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
+    return torch.bincount(tokens, minlength=vocab).float() / tokens.numel()
+
+
+def test_inverse_cdf_draws_follow_the_probabilities_and_never_a_zero() -> None:
+    torch.manual_seed(0)
+    logprobs = PROBS.log().expand(40_000, -1)
+    freq = _frequencies(_inverse_cdf(logprobs, top_p=1.0), 5)
+    assert torch.allclose(freq, PROBS, atol=0.01)
+    assert freq[4] == 0
+
+
+def test_top_p_keeps_the_nucleus_renormalised() -> None:
+    torch.manual_seed(0)
+    logprobs = PROBS.log().expand(40_000, -1)
+    # 0.7 of the mass: tokens 0 (0.5 before it: 0) and 1 (0.5 before it < 0.7) and 2 (0.75 before: cut)
+    freq = _frequencies(_inverse_cdf(logprobs, top_p=0.7), 5)
+    assert torch.allclose(freq, torch.tensor([2 / 3, 1 / 3, 0, 0, 0]), atol=0.01)
+
+
+def test_min_tokens_keeps_stop_tokens_out_but_logprobs_are_over_the_whole_vocabulary() -> None:
+    torch.manual_seed(0)
+    logits = torch.tensor([[3.0, 1.0, 0.5, 0.0]]).expand(2_000, -1)
+    how = Decoding(8, 1, temperature=0.7, top_p=1.0, stop_ids=[0], pad_id=3)
+    token, logprob = _pick(logits, how, allow_stop=False)
+    assert not bool((token == 0).any())
+    assert torch.allclose(logprob, torch.log_softmax(logits / 0.7, dim=-1).gather(1, token[:, None])[:, 0])
+    greedy, _ = _pick(logits[:1], Decoding(8, 1, 0.0, 1.0, [0], 3), allow_stop=False)
+    assert greedy.tolist() == [1]  # the stop token 0 is the argmax but not allowed yet
+
+
+class _Scripted(torch.nn.Module):
+    """A "model" whose next token is fixed per row and step (a cache-free stand-in for the decode loop's
+    bookkeeping): row r emits ``script[r][step]``."""
+
+    def __init__(self, script: list[list[int]], vocab: int = 6) -> None:
+        super().__init__()
+        self.script, self.vocab, self.fed = script, vocab, []
+
+    def forward(self, input_ids, attention_mask, position_ids, cache, use_cache, logits_to_keep):  # type: ignore[no-untyped-def]
+        step = len(self.fed)
+        self.fed.append((input_ids.clone(), position_ids.clone(), attention_mask.shape[1]))
+        logits = torch.full((len(self.script), 1, self.vocab), -20.0)
+        for r, tokens in enumerate(self.script):
+            logits[r, 0, tokens[min(step, len(tokens) - 1)]] = 20.0
+
+        class Out:
+            pass
+
+        out = Out()
+        out.logits, out.past_key_values = logits, ("cache", step)
+        return out
+
+
+def test_rows_stop_alone_are_padded_and_positions_continue_from_the_prompt() -> None:
+    model = _Scripted([[1, 0, 2, 2], [1, 1, 1, 0]])  # stop token 0: row 0 at step 1, row 1 at step 3
+    ids = torch.tensor([[5, 4, 3], [9, 4, 3]])
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1]])  # row 0 left-padded
+    tokens, logprobs = decode(model, ids, mask, None, Decoding(10, 0, 1.0, 1.0, stop_ids=[0], pad_id=5))
+    assert tokens.tolist() == [[1, 0, 5, 5], [1, 1, 1, 0]]  # stopped after 4 steps, not 10
+    assert logprobs.shape == (2, 4) and bool((logprobs[1] > -1e-3).all())
+    first_ids, first_positions, _ = model.fed[0]
+    assert first_ids.tolist() == ids.tolist() and first_positions.tolist() == [[0, 0, 1], [0, 1, 2]]
+    second_ids, second_positions, width = model.fed[1]
+    assert second_ids.tolist() == [[1], [1]] and second_positions.tolist() == [[2], [3]] and width == 4
+    assert model.fed[3][0].tolist() == [[5], [1]]  # the finished row is fed padding
+
+
+def test_a_shared_prefill_cache_feeds_only_the_last_prompt_token() -> None:
+    model = _Scripted([[0], [0]])
+    ids, mask = torch.tensor([[5, 4, 3], [9, 4, 2]]), torch.ones(2, 3, dtype=torch.long)
+    decode(model, ids, mask, "prefilled", Decoding(4, 0, 0.0, 1.0, stop_ids=[0], pad_id=5))
+    assert model.fed[0][0].tolist() == [[3], [2]] and model.fed[0][1].tolist() == [[2], [2]]
+
+
+def test_packed_linears_compute_what_linear_does_and_restore_it(tiny_model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 5, 9, 13, 2, 7]])
+    with torch.inference_mode():
+        plain = model(ids).logits
+        with packed_linears(model):
+            assert sum("forward" in m.__dict__ for m in model.modules()) > 0
+            packed = model(ids).logits
+        again = model(ids).logits
+    assert torch.allclose(packed, plain, atol=1e-4)
+    assert torch.equal(again, plain)
+    assert not any("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
