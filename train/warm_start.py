@@ -166,12 +166,16 @@ def imitate(
     pad = tokenizer.pad_token_id or 0
     order, rng = list(range(len(sequences))), random.Random(seed)
     step, started, epoch_losses = 0, time.perf_counter(), []
+    model.train()  # gradient checkpointing (model.gradient_checkpointing) acts only in training mode
     for _ in range(cfg.epochs):
         rng.shuffle(order)
         mine = order[rank::world]  # each process its share; DDP averages the gradients
         total, batches = 0.0, 0
         for start in range(0, len(mine), cfg.batch_size):
-            rows = [sequences[i] for i in mine[start : start + cfg.batch_size]]
+            # micro-batches of similar lengths: less padding, the same step
+            rows = sorted(
+                (sequences[i] for i in mine[start : start + cfg.batch_size]), key=lambda r: len(r["ids"])
+            )
             tokens = sum(sum(r["loss_mask"]) for r in rows)
             loss_sum = 0.0
             for m in range(0, len(rows), cfg.micro_batch_size):

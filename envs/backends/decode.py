@@ -57,7 +57,7 @@ def decode(model: Any, input_ids: Any, attention_mask: Any, cache: Any, how: Dec
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = out.past_key_values
+        cache = out.cache
         logits_RV = out.logits[:, -1, :].float()
         token_R, logprob_R = _pick(logits_RV, how, allow_stop=step >= how.min_new_tokens)
         token_R = token_R.masked_fill(done, how.pad_id)

@@ -66,7 +66,7 @@ class _Scripted(torch.nn.Module):
             pass
 
         out = Out()
-        out.logits, out.past_key_values = logits, ("cache", step)
+        out.logits, out.cache = logits, ("cache", step)
         return out
 
 

@@ -182,3 +182,25 @@ def test_a_run_with_a_warm_start_evaluates_it_reports_it_and_reuses_it(
     ref = seen["ref"].state_dict()
     assert all(torch.equal(ref[k], warmed[k]) for k in warmed)
     assert not all(torch.equal(base[k], warmed[k]) for k in warmed)
+
+
+def test_imitation_runs_under_gradient_checkpointing_when_the_model_has_it(tiny_model_dir: Path) -> None:
+    """A model loads in eval mode, where transformers skips checkpointing: the warm start must train in
+    training mode, or ``model.gradient_checkpointing`` saves no memory there (the main job's peak)."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from train.config import WarmStartConfig
+    from train.warm_start import encode, imitate
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model.gradient_checkpointing_enable()
+    layer = model.model.layers[0]
+    checkpointed: list[int] = []
+    original = layer._gradient_checkpointing_func
+    layer._gradient_checkpointing_func = lambda *a, **k: checkpointed.append(1) or original(*a, **k)
+    sequences = [encode(tokenizer, None, d.messages) for d in load_demonstrations(DEMOS)[:2]]
+    cfg = WarmStartConfig(demonstrations="x", epochs=1, learning_rate=1e-3, batch_size=2, micro_batch_size=1)
+    imitate(model, tokenizer, sequences, cfg, Accelerator(cpu=True), 0, lambda s, m: None)
+    assert len(checkpointed) == 2  # one per micro-batch
