@@ -33,6 +33,10 @@ of the steps), first-step rewards, peak RSS, the time split of our step, the cor
 (CPU seconds over wall seconds), and completion tokens per second: ours in its generation phase, both over
 the whole step, and a standalone ``generate`` of the same rows in our sampling dtype (a third subprocess;
 ``standalone_over_ours_generation`` is the target's ratio, at most 1.2).
+
+Our trainer keeps freed memory for reuse on a CPU (``reuse_freed_host_memory``); the standalone generate
+does too. ``--trl-reuse-freed-memory`` runs TRL a second time with the same allocator setting
+(``trl_reuse_freed_memory``): how much of the speedup is that setting alone.
 """
 
 from __future__ import annotations
