@@ -14,9 +14,10 @@ over the step (TRL: ``per_device_train_batch_size`` 4 and ``gradient_accumulatio
 Every completion is forced to exactly ``--tokens`` tokens (``min_tokens`` for ours, ``min_new_tokens`` in
 TRL's generation kwargs), so both do the same work whatever the policy learns; ``--free-length`` lets
 completions stop at end-of-sequence instead. Our trainer keeps its defaults elsewhere (truncated
-importance-sampling correction on; TRL has none with transformers generation), and samples from a bfloat16
-copy of the policy (``rollout.inference_dtype``, refreshed after every step; ``--inference-dtype float32``
-samples from the float32 policy as TRL does): CPU decoding is bound by reading the weights.
+importance-sampling correction on; TRL has none with transformers generation), and samples as the main job
+does (``--inference-dtype auto``: a bfloat16 copy of the policy, refreshed after every step, where bf16 is
+computed natively; the float32 policy itself, as TRL does, elsewhere); ``--inference-dtype bfloat16`` or
+``float32`` forces one: CPU decoding is bound by reading the weights.
 
 Each run is its own subprocess (memory and threads isolated), one after the other, torch on every core.
 Seconds per step exclude model loading and everything before the first step: for ours the per-step
@@ -433,8 +434,8 @@ def main() -> None:
     parser.add_argument("--free-length", action="store_true", help="let completions stop at end-of-sequence")
     parser.add_argument(
         "--inference-dtype",
-        default="bfloat16",
-        choices=["float32", "bfloat16"],
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
         help="our local backend's sampling copy (training stays float32 for both)",
     )
     parser.add_argument(
@@ -457,6 +458,10 @@ def main() -> None:
     unknown = set(models) - {"tiny", "smollm2"}
     if unknown:
         parser.error(f"--models: unknown {sorted(unknown)}")
+    if args.inference_dtype == "auto":  # as the trainer resolves it on this machine (None: the policy itself)
+        from train.distributed import resolve_inference_dtype
+
+        args.inference_dtype = resolve_inference_dtype("auto") or "float32"
     rows = args.prompts_per_step * args.group_size
     if rows > 4 and rows % 4:
         parser.error("--prompts-per-step x --group-size must be a multiple of 4 (micro-batches of 4)")
