@@ -190,7 +190,13 @@ class LocalBackend:
         distinct = sorted(first_row.values())
         ids_UW, mask_UW = input_ids[distinct, :-1], attention_mask[distinct, :-1]
         position_ids = (mask_UW.cumsum(-1) - 1).masked_fill(mask_UW == 0, 0)  # as generate() numbers them
-        out = self.model(input_ids=ids_UW, attention_mask=mask_UW, position_ids=position_ids, use_cache=True)
+        out = self.model(  # logits of one position only: a [U, W, V] block for a cache was gigabytes
+            input_ids=ids_UW,
+            attention_mask=mask_UW,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         cache = out.cache
         slot = {row: u for u, row in enumerate(distinct)}
         cache.reorder_cache(torch.tensor([slot[r] for r in source], device=input_ids.device))

@@ -94,6 +94,23 @@ async def test_shared_prefill_runs_once_per_distinct_prompt_and_changes_nothing(
     assert prefilled[1:] == [0, 0] and all(len(u) == 1 for u in unique)  # nothing shared: plain prefill
 
 
+async def test_generation_computes_logits_of_the_last_position_only(local: LocalBackend) -> None:
+    """No forward of a generation (the shared prefill included) builds logits for a whole prompt: for long
+    multi-turn prompts such a [rows, width, vocab] block took gigabytes (the main job peaked at 9.6 GiB)."""
+    head = local.model.get_output_embeddings()
+    positions: list[int] = []
+    hook = head.register_forward_hook(lambda module, args, out: positions.append(out.shape[1]))
+    prompts = [
+        chat_ids(local.tokenizer, QUESTION),
+        chat_ids(local.tokenizer, [{"role": "user", "content": "Hi"}]),
+    ]
+    try:
+        await asyncio.gather(*(local.generate(p, SamplingParams(n=3, max_tokens=4)) for p in prompts))
+    finally:
+        hook.remove()
+    assert positions and max(positions) == 1
+
+
 async def test_local_greedy_is_deterministic_and_batches_concurrent_calls(
     local: LocalBackend, monkeypatch
 ) -> None:
