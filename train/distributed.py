@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import resource
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -130,3 +132,15 @@ def reuse_freed_memory(mmap_threshold: int = 256 << 20) -> bool:
     # older glibc refuses a threshold over 32 MiB: fall back to that
     mapped = mallopt(M_MMAP_THRESHOLD, mmap_threshold) or mallopt(M_MMAP_THRESHOLD, 32 << 20)
     return bool(mapped and mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def peak_memory_gib() -> dict[str, float]:
+    """This process's peak host memory so far (``memory/peak_rss_gib``, what ``/usr/bin/time`` reports as
+    its maximum resident set) and, on CUDA, the peak of memory allocated on its GPU; logged every step."""
+    import torch
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kibibytes; bytes on macOS
+    out = {"memory/peak_rss_gib": rss / (2**30 if sys.platform == "darwin" else 2**20)}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out

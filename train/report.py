@@ -12,6 +12,7 @@ Reward (mean ± std)                 ``reward/mean`` with a band from ``reward/s
 Held-out evaluation                 ``^eval``                                         ``eval_final/reward_mean``
 Time split (s per step)             ``^time/``                                        ``time/train_s``
 Throughput (tokens/s)               ``per_s|throughput``                              ``tokens_per_s/generate``
+Memory (GiB)                        ``^memory/``                                      ``memory/peak_rss_gib``
 Diversity and repetition            ``distinct|repetition|diversity``                 ``diversity/distinct_2``
 Requirements: pass rate and depth   ``requirement|^req/|depth``                       ``req/call_ems``
 Reward per function                 ``^reward/|^reward_fn/``                          ``reward_fn/keywords``
@@ -47,6 +48,7 @@ _PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern) in matching order: 
     ("Held-out evaluation", r"^eval"),
     ("Time split (s per step)", r"^time/"),
     ("Throughput (tokens/s)", r"per_s|throughput"),
+    ("Memory (GiB)", r"^memory/"),
     ("Diversity and repetition", r"distinct|repetition|diversity"),
     ("Requirements: pass rate and depth", r"requirement|^req/|depth"),
     ("Reward per function", r"^reward/|^reward_fn/"),
@@ -79,6 +81,7 @@ _DISPLAY_ORDER = (  # reading order of the figure
     "Learning rate",
     "Time split (s per step)",
     "Throughput (tokens/s)",
+    "Memory (GiB)",
     "Other",
 )
 _REWARD_MEAN, _REWARD_STD = "reward/mean", "reward/std"

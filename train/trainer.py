@@ -262,7 +262,9 @@ def step_metrics(
     batch_stats: dict[str, float],
     seconds: dict[str, float],
 ) -> dict[str, float]:
-    """Everything logged for one step: rollouts, groups, the update's statistics, the time split."""
+    """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
+    memory so far."""
+    from train.distributed import peak_memory_gib
     from train.rollout_metrics import rollout_metrics
 
     metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
@@ -278,6 +280,7 @@ def step_metrics(
             "time/train_s": seconds["train"],
             "time/sync_s": seconds["sync"],
             "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
+            **peak_memory_gib(),
         }
     )
     return metrics

@@ -118,6 +118,7 @@ def test_panel_assignment() -> None:
         "diversity/distinct_2",
         "time/train_s",
         "tokens_per_s/generate",
+        "memory/peak_rss_gib",
         "eval/reward_mean",
         "eval_final/reward_mean",
         "rollouts",
@@ -128,7 +129,7 @@ def test_panel_assignment() -> None:
         "Held-out evaluation",
         "Requirements: pass rate and depth",
     ]
-    assert list(panels)[-3:] == ["Time split (s per step)", "Throughput (tokens/s)", "Other"]
+    assert list(panels)[-4:] == ["Time split (s per step)", "Throughput (tokens/s)", "Memory (GiB)", "Other"]
     assert panels == {
         "Reward (mean ± std)": ["reward/mean"],
         "Held-out evaluation": ["eval/reward_mean", "eval_final/reward_mean"],
@@ -147,6 +148,7 @@ def test_panel_assignment() -> None:
         "Learning rate": ["train/learning_rate"],
         "Time split (s per step)": ["time/train_s"],
         "Throughput (tokens/s)": ["tokens_per_s/generate"],
+        "Memory (GiB)": ["memory/peak_rss_gib"],
         "Other": ["rollouts"],
     }
 

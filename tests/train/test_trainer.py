@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         for key in ("diversity/distinct_fraction", "diversity/repetition_rate", "time/train_s", "turns/mean"):
             assert key in r
         assert r["time/rollout_generate_s"] > 0 and r["time/rollout_judge_s"] > 0
+    peak_now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # this process ran the trainer
+    peaks = [r["memory/peak_rss_gib"] for r in steps]
+    assert 0.1 < peaks[0] <= peaks[1] <= peak_now  # a running maximum, in GiB
     assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
     assert (run / "report.png").stat().st_size > 10_000
     assert (run / "eval_before" / "rollouts.jsonl").is_file() and (run / "eval_after" / "eval.png").is_file()
