@@ -143,10 +143,12 @@ def imitate(
     accelerator: Any,
     seed: int,
     log: Callable[[int, dict[str, float]], None],
+    logits_chunk_tokens: int = 0,
 ) -> dict[str, Any]:
     """``cfg.epochs`` passes of AdamW over ``sequences`` (``encode``'s), ``cfg.batch_size`` per optimiser
     step in micro-batches of ``cfg.micro_batch_size``; the loss is the mean cross-entropy over the step's
-    assistant tokens. ``model`` is the prepared policy (under DDP its forward averages the gradients).
+    assistant tokens, the output head run as the GRPO steps run it (``optim.logits_chunk_tokens``).
+    ``model`` is the prepared policy (under DDP its forward averages the gradients).
     ``log(step, metrics)`` gets each step's loss. Returns the statistics (``epoch_loss``: the mean of the
     steps' losses in each epoch)."""
     import torch
@@ -181,7 +183,9 @@ def imitate(
             for m in range(0, len(rows), cfg.micro_batch_size):
                 part = rows[m : m + cfg.micro_batch_size]
                 batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
-                logprobs_BT, _ = forward_logprobs(model, batch, 1.0, entropy=False)
+                logprobs_BT, _ = forward_logprobs(
+                    model, batch, 1.0, entropy=False, chunk_tokens=logits_chunk_tokens
+                )
                 loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
                 backward(accelerator, loss, m + cfg.micro_batch_size >= len(rows))
                 loss_sum += float(loss.detach())
@@ -253,7 +257,16 @@ def run_warm_start(
             if verbose:
                 print(f"warm start step {step}  loss {metrics['warm_start/loss']:.3f}", flush=True)
 
-        stats = imitate(policy.model, policy.tokenizer, sequences, cfg.warm_start, accelerator, cfg.seed, log)
+        stats = imitate(
+            policy.model,
+            policy.tokenizer,
+            sequences,
+            cfg.warm_start,
+            accelerator,
+            cfg.seed,
+            log,
+            logits_chunk_tokens=cfg.optim.logits_chunk_tokens,
+        )
         if accelerator.is_main_process:
             save(folder, unwrapped, policy.tokenizer, stats)
             print(f"warm start: {json.dumps(stats)}", flush=True)

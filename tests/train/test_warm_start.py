@@ -124,6 +124,18 @@ def test_imitation_raises_the_likelihood_of_the_demonstrations(tiny_model_dir: P
     assert stats["steps"] == len(logged) == 6 and stats["trained_tokens"] > 0
     first, second, third = stats["epoch_loss"]
     assert math.isfinite(first) and first > second > third
+    # the output head a few positions at a time (optim.logits_chunk_tokens): the same training
+    chunked = imitate(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        tokenizer,
+        sequences,
+        cfg,
+        Accelerator(cpu=True),
+        0,
+        lambda s, m: None,
+        logits_chunk_tokens=5,
+    )
+    assert chunked["epoch_loss"] == pytest.approx(stats["epoch_loss"], rel=1e-4)
 
 
 @pytest.mark.slow
