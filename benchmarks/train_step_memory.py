@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ def one_step(overrides: list[str], sequences: int, tokens: int, completion: int)
 
     from train.batching import collate
     from train.config import load_config
-    from train.distributed import reuse_freed_memory
+    from train.distributed import peak_rss_gib, reuse_freed_memory
     from train.step import train_step
     from train.trainer import load_policy
 
@@ -53,14 +52,14 @@ def one_step(overrides: list[str], sequences: int, tokens: int, completion: int)
     ]
     advantages = [1.0 if i % 2 else -1.0 for i in range(sequences)]
     batch = collate(seqs, advantages, [False] * sequences, pad_token_id=0)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    before = peak_rss_gib()
     start = time.perf_counter()
     stats = train_step(
         policy.model, policy.ref_model, batch, cfg, accelerator, policy.optimizer, policy.scheduler
     )
     return {
         "rss_before_step_gib": round(before, 2),
-        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "peak_rss_gib": round(peak_rss_gib(), 2),
         "step_s": round(time.perf_counter() - start, 1),
         "loss": stats.get("loss"),
     }

@@ -57,7 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from train.distributed import reuse_freed_memory  # noqa: E402
+from train.distributed import peak_rss_gib, reuse_freed_memory  # noqa: E402
 
 DATA = ROOT / "configs" / "data" / "toy_prompts.jsonl"
 BASE_CONFIG = ROOT / "configs" / "train" / "tiny_test.yaml"
@@ -139,7 +139,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens_mean": [r.get("length/completion_tokens_mean") for r in steps],
         "total_s_including_load": total,
         "busy_cores": cpu / total,
-        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gib": peak_rss_gib(),
     }
 
 
@@ -288,7 +288,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens_mean": [log.get("completions/mean_length") for log in clock.logs],
         "total_s_including_load": total,
         "busy_cores": cpu / total,
-        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gib": peak_rss_gib(),
     }
 
 

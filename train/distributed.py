@@ -134,13 +134,18 @@ def reuse_freed_memory(mmap_threshold: int = 256 << 20) -> bool:
     return bool(mapped and mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
 
 
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far in GiB: what ``/usr/bin/time`` reports as its maximum."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kibibytes; bytes on macOS
+    return rss / (2**30 if sys.platform == "darwin" else 2**20)
+
+
 def peak_memory_gib() -> dict[str, float]:
-    """This process's peak host memory so far (``memory/peak_rss_gib``, what ``/usr/bin/time`` reports as
-    its maximum resident set) and, on CUDA, the peak of memory allocated on its GPU; logged every step."""
+    """``memory/peak_rss_gib`` (``peak_rss_gib``) and, on CUDA, the peak of memory allocated on this
+    process's GPU; logged every step."""
     import torch
 
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kibibytes; bytes on macOS
-    out = {"memory/peak_rss_gib": rss / (2**30 if sys.platform == "darwin" else 2**20)}
+    out = {"memory/peak_rss_gib": peak_rss_gib()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out
