@@ -32,13 +32,12 @@ def one_step(overrides: list[str], sequences: int, tokens: int, completion: int)
 
     from train.batching import collate
     from train.config import load_config
-    from train.distributed import peak_rss_gib, reuse_freed_memory
+    from train.distributed import peak_rss_gib, tune_host_allocator
     from train.step import train_step
     from train.trainer import load_policy
 
     cfg = load_config(CONFIG, ["model.mixed_precision='no'", *overrides])
-    if cfg.reuse_freed_host_memory:  # as the trainer does on a CPU
-        reuse_freed_memory()
+    tune_host_allocator(cfg)  # as the trainer does on a CPU
     accelerator = Accelerator(cpu=True)
     policy = load_policy(cfg, accelerator)
     generator = torch.Generator().manual_seed(0)

@@ -35,9 +35,10 @@ of the steps), first-step rewards, peak RSS, the time split of our step, the cor
 the whole step, and a standalone ``generate`` of the same rows in our sampling dtype (a third subprocess;
 ``standalone_over_ours_generation`` is the target's ratio, at most 1.2).
 
-Our trainer keeps freed memory for reuse on a CPU (``reuse_freed_host_memory``); the standalone generate
-does too. ``--trl-reuse-freed-memory`` runs TRL a second time with the same allocator setting
-(``trl_reuse_freed_memory``): how much of the speedup is that setting alone.
+Our trainer tunes glibc's malloc on a CPU (one arena for all threads, freed memory kept for reuse:
+``train.distributed.tune_host_allocator``); the standalone generate does too. ``--trl-our-allocator`` runs TRL
+a second time with the same allocator settings (``trl_our_allocator``): how much of the speedup is those
+settings alone.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from train.distributed import peak_rss_gib, reuse_freed_memory  # noqa: E402
+from train.config import TrainConfig  # noqa: E402
+from train.distributed import peak_rss_gib, tune_host_allocator  # noqa: E402
 
 DATA = ROOT / "configs" / "data" / "toy_prompts.jsonl"
 BASE_CONFIG = ROOT / "configs" / "train" / "tiny_test.yaml"
@@ -155,7 +157,7 @@ def run_standalone(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    reuse_freed_memory()  # as in our trainer's process
+    tune_host_allocator(TrainConfig())  # as in our trainer's process
     torch.manual_seed(spec["seed"])
     tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
     tokenizer.padding_side = "left"
@@ -207,8 +209,8 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    if spec.get("reuse_freed_memory"):  # the allocator setting our trainer applies (the fairness arm)
-        reuse_freed_memory()
+    if spec.get("our_allocator"):  # the allocator settings our trainer applies (the fairness arm)
+        tune_host_allocator(TrainConfig())
     torch.manual_seed(spec["seed"])
     prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
@@ -403,10 +405,10 @@ def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> 
     trl = in_subprocess("trl", spec, work)
     standalone = in_subprocess("standalone", spec, work)
     result = {"steps": steps, "learning_rate": lr, **summarise(ours, trl, standalone, rows, last)}
-    if args.trl_reuse_freed_memory:  # how much of the speedup is the allocator setting alone
-        fair = in_subprocess("trl", {**spec, "reuse_freed_memory": True}, work, tag="-reuse")
+    if args.trl_our_allocator:  # how much of the speedup is the allocator settings alone
+        fair = in_subprocess("trl", {**spec, "our_allocator": True}, work, tag="-allocator")
         fair_s = statistics.median(fair["step_s"][1:] or fair["step_s"])
-        result["trl_reuse_freed_memory"] = {
+        result["trl_our_allocator"] = {
             "s_per_step": round(fair_s, 3),
             "speedup_ours_over_it": round(fair_s / result["ours_s_per_step"], 3),
             "peak_rss_gib": round(fair["peak_rss_gib"], 2),
@@ -439,9 +441,11 @@ def main() -> None:
         help="our local backend's sampling copy (training stays float32 for both)",
     )
     parser.add_argument(
-        "--trl-reuse-freed-memory",
+        "--trl-our-allocator",
+        "--trl-reuse-freed-memory",  # its name before the single arena joined it
+        dest="trl_our_allocator",
         action="store_true",
-        help="also run TRL with the allocator setting our trainer applies (train.distributed.reuse_freed_memory)",
+        help="also run TRL with the allocator settings our trainer applies (train.distributed.tune_host_allocator)",
     )
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "SPEC", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args()

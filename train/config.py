@@ -267,6 +267,11 @@ class TrainConfig(Section):
     """Runs on a CPU: glibc's malloc keeps freed memory for reuse instead of returning it to the OS, so the
     activations of each step and the KV cache of each decoding step stop page-faulting in afresh
     (``train.distributed.reuse_freed_memory``). No effect with a GPU, or off glibc."""
+    single_malloc_arena: bool = True
+    """Runs on a CPU: every thread allocates from glibc's one main malloc arena instead of an arena each, so
+    memory one thread frees is reused by the others and the peak is not the sum of per-thread peaks
+    (``train.distributed.single_malloc_arena``; as ``MALLOC_ARENA_MAX=1``). No effect with a GPU, or off
+    glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -41,7 +41,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from envs.evaluation import evaluate_to_dir
     from train.backend import PolicyWeights, make_backend
     from train.checkpoint import load_latest
-    from train.distributed import make_accelerator, reuse_freed_memory
+    from train.distributed import make_accelerator, tune_host_allocator
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
     from train.task import build_task, probe_held_out
@@ -49,8 +49,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
-    if cfg.reuse_freed_host_memory and accelerator.device.type == "cpu":
-        reuse_freed_memory()
+    if accelerator.device.type == "cpu":  # before the rollout worker and the OpenMP teams start
+        tune_host_allocator(cfg)
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
     policy = load_policy(cfg, accelerator)

@@ -1,4 +1,5 @@
-"""``train.distributed.reuse_freed_memory``: freed blocks are reused rather than faulted in afresh."""
+"""glibc allocator settings of a CPU run (``train.distributed``): freed blocks are reused rather than faulted
+in afresh (``reuse_freed_memory``), and threads share one malloc arena (``single_malloc_arena``)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,46 @@ def test_freed_blocks_are_reused_instead_of_faulted_in_again() -> None:
     # by default each 64 MiB block is mapped afresh: about 16,384 faults (4 KiB pages) per round
     assert result["default"] > 20 * 8_000
     assert result["reused"] < result["default"] / 20
+
+
+# The allocator as a run's config sets it (the default config, or one that turns the single arena off), then
+# four threads allocate while all of them are alive, and glibc's malloc_stats (on stderr) lists the arenas:
+# without the setting each thread gets an arena of its own.
+ARENA_PROBE = """
+import ctypes, sys, threading
+from train.config import TrainConfig
+from train.distributed import tune_host_allocator
+
+tune_host_allocator(TrainConfig() if sys.argv[1] == "default" else TrainConfig(single_malloc_arena=False))
+barrier = threading.Barrier(4)
+
+def allocate():
+    held = [bytearray(64 << 10) for _ in range(8)]  # through malloc (over pymalloc's 512 bytes)
+    barrier.wait()
+    del held
+
+threads = [threading.Thread(target=allocate) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def _arenas(mode: str) -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", ARENA_PROBE, mode],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return sum(line.startswith("Arena ") for line in out.stderr.splitlines())
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="glibc's mallopt and malloc_stats")
+def test_threads_of_a_default_run_share_one_malloc_arena() -> None:
+    assert _arenas("default") == 1
+    assert _arenas("arena_per_thread") >= 4  # the main thread's and at least three of the four threads' own
