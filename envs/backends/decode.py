@@ -104,21 +104,24 @@ def _inverse_cdf(logprobs_RV: Any, top_p: float) -> Any:
 
 @contextlib.contextmanager
 def packed_linears(model: Any) -> Iterator[None]:
-    """Within the block, every float32 ``nn.Linear`` of ``model`` on the CPU runs oneDNN's matrix product on
-    a copy of its weight reordered once into oneDNN's blocked layout (inference only: the copy does not
-    follow later changes to the weight, and holds as much memory as the weights). Does nothing where
-    oneDNN is unavailable."""
+    """Within the block, every float32 ``nn.Linear`` of ``model`` on the CPU (and every bf16 one where the CPU
+    computes bf16 natively) runs oneDNN's matrix product on a copy of its weight reordered once into
+    oneDNN's blocked layout (inference only: the copy does not follow later changes to the weight, and holds
+    as much memory as the weights). Does nothing where oneDNN is unavailable."""
     import torch
 
     if not torch.backends.mkldnn.is_available():
         yield
         return
+    dtypes = {torch.float32}
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # AVX-512 BF16 or AMX: oneDNN reorders bf16 too
+        dtypes.add(torch.bfloat16)
     patched = []
     for module in model.modules():
         weight = getattr(module, "weight", None)
         if not isinstance(module, torch.nn.Linear) or weight is None:
             continue
-        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+        if weight.device.type != "cpu" or weight.dtype not in dtypes:
             continue
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 8)
         setattr(module, "forward", _packed_forward(packed, module.bias))  # noqa: B010 (an instance attribute)

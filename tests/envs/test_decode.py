@@ -91,10 +91,13 @@ def test_a_shared_prefill_cache_feeds_only_the_last_prompt_token() -> None:
     assert model.fed[0][0].tolist() == [[3], [2]] and model.fed[0][1].tolist() == [[2], [2]]
 
 
-def test_packed_linears_compute_what_linear_does_and_restore_it(tiny_model_dir: Path) -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_linears_compute_what_linear_does_and_restore_it(tiny_model_dir: Path, dtype: torch.dtype) -> None:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("bf16 weights are packed only where the CPU computes bf16 natively")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=dtype).eval()
     ids = torch.tensor([[1, 5, 9, 13, 2, 7]])
     with torch.inference_mode():
         plain = model(ids).logits
@@ -102,6 +105,7 @@ def test_packed_linears_compute_what_linear_does_and_restore_it(tiny_model_dir: 
             assert sum("forward" in m.__dict__ for m in model.modules()) > 0
             packed = model(ids).logits
         again = model(ids).logits
-    assert torch.allclose(packed, plain, atol=1e-4)
+    # bf16 sums in a different order: within a few bf16 steps of logits of order 1
+    assert torch.allclose(packed.float(), plain.float(), atol=1e-4 if dtype == torch.float32 else 3e-2)
     assert torch.equal(again, plain)
     assert not any("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
