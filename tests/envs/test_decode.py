@@ -92,7 +92,9 @@ def test_a_shared_prefill_cache_feeds_only_the_last_prompt_token() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_packed_linears_compute_what_linear_does_and_restore_it(tiny_model_dir: Path, dtype: torch.dtype) -> None:
+def test_packed_linears_compute_what_linear_does_and_restore_it(
+    tiny_model_dir: Path, dtype: torch.dtype
+) -> None:
     from transformers import AutoModelForCausalLM
 
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
