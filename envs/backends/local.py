@@ -57,8 +57,9 @@ class LocalBackend:
         self.max_batch_rows = max_batch_rows
         """Most sequences generated together in one ``generate`` call."""
         self.pack_weights = pack_weights
-        """Decode a float32 model on the CPU with its linear weights reordered for oneDNN, once per batch
-        (``envs.backends.decode.packed_linears``: a transient copy of the weights while it decodes)."""
+        """Decode on the CPU with the linear weights reordered for oneDNN, once per batch (float32, and bf16
+        where the CPU computes it natively; ``envs.backends.decode.packed_linears``: a transient copy of the
+        weights while it decodes)."""
         self.share_prefill = True
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
         self.lock = threading.Lock()
