@@ -155,13 +155,15 @@ def run_standalone(spec: dict[str, Any]) -> dict[str, Any]:
     """A plain ``generate`` of one step's rows (the same prompts, length and sampling as the trainers'
     first step) in the dtype our trainer samples in: the floor our in-loop generation is compared with."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from envs.models.loading import load_causal_lm
 
     tune_host_allocator(TrainConfig())  # as in our trainer's process
     torch.manual_seed(spec["seed"])
     tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(
+    model = load_causal_lm(
         spec["model_dir"], dtype=getattr(torch, spec["inference_dtype"]), attn_implementation="sdpa"
     ).eval()
     prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
@@ -206,8 +208,10 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     """TRL's GRPOTrainer on ``spec``; per-step times from callbacks, rewards from its logs."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    from envs.models.loading import load_causal_lm
 
     if spec.get("our_allocator"):  # the allocator settings our trainer applies (the fairness arm)
         tune_host_allocator(TrainConfig())
@@ -215,9 +219,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     prompts = [json.loads(x)["prompt"] for x in DATA.read_text().splitlines() if x.strip()]
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
     tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
-    model = AutoModelForCausalLM.from_pretrained(
-        spec["model_dir"], dtype=torch.float32, attn_implementation="sdpa"
-    )
+    model = load_causal_lm(spec["model_dir"], dtype=torch.float32, attn_implementation="sdpa")
     rows = spec["prompts_per_step"] * spec["group_size"]
     micro = min(4, rows)
     generation_kwargs = {"min_new_tokens": spec["tokens"]} if spec["force_length"] else None

@@ -17,9 +17,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    from envs.models.loading import VersionError
     from train.trainer import train
 
-    train(cfg)
+    try:
+        train(cfg)
+    except VersionError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

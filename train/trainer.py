@@ -36,6 +36,10 @@ T = TypeVar("T")
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run GRPO as configured; returns the run folder and the evaluation summaries before and after."""
+    from envs.models.loading import check_versions, hub_kernels_off
+
+    check_versions()  # before anything heavy: a too-old transformers would fail every rollout
+    hub_kernels_off()
     from accelerate.utils import set_seed
 
     from envs.evaluation import evaluate_to_dir
@@ -170,22 +174,21 @@ class Policy:
 def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     """The policy, its reference model, optimiser and schedule, prepared by ``accelerator``."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+    from transformers import AutoTokenizer, get_scheduler
 
     from envs.models import resolve_model
+    from envs.models.loading import load_causal_lm
 
     model_dir = resolve_model(cfg.model.name_or_path)
     dtype = getattr(torch, cfg.model.dtype)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation
-    )
+    model = load_causal_lm(model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation)
     check_updates_land(model, cfg)
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     ref_model = None
     if cfg.loss.beta > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval().requires_grad_(False)
+        ref_model = load_causal_lm(model_dir, dtype=dtype).eval().requires_grad_(False)
         ref_model = ref_model.to(accelerator.device)
     optim = cfg.optim
     optimizer = torch.optim.AdamW(

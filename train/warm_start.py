@@ -220,9 +220,10 @@ def save(folder: Path, model: Any, tokenizer: Any, stats: dict[str, Any]) -> Non
 def load_into(module: Any, folder: Path) -> None:
     """Copy the warm-started weights of ``folder`` into ``module`` (the policy or the reference model)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=next(module.parameters()).dtype)
+    from envs.models.loading import load_causal_lm
+
+    saved = load_causal_lm(folder, dtype=next(module.parameters()).dtype)
     with torch.no_grad():
         module.load_state_dict(saved.state_dict())
 

@@ -83,12 +83,13 @@ class LocalBackend:
     ) -> LocalBackend:
         """Load a model folder (no hub access: pass a local path)."""
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
+        from envs.models.loading import check_versions, load_causal_lm
+
+        check_versions()
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model: Any = AutoModelForCausalLM.from_pretrained(
-            path, dtype=getattr(torch, dtype), attn_implementation="sdpa"
-        )
+        model: Any = load_causal_lm(path, dtype=getattr(torch, dtype), attn_implementation="sdpa")
         return cls(model.to(device).eval(), tokenizer, **kwargs)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> list[Sample]:

@@ -43,11 +43,13 @@ def prepare_smollm2(out_dir: str | Path | None = None) -> Path:
     if marker.is_file():
         return out
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from envs.models.loading import load_causal_lm
 
     gguf = smollm2_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    quantised = load_causal_lm(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config: Any = quantised.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config

@@ -210,7 +210,7 @@ def _random_model(config: Any, seed: int, ids: dict[str, int]) -> Any:
 
 def count_parameters(model_dir: str | Path) -> int:
     """Number of distinct parameters of a saved model (tied tensors counted once)."""
-    from transformers import AutoModelForCausalLM
+    from envs.models.loading import load_causal_lm
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = load_causal_lm(model_dir)
     return sum(p.numel() for p in model.parameters())
