@@ -179,6 +179,15 @@ def requirement_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return req
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a requirement (None when it can): the library's rule, an identifier."""
+    if not name:
+        return "a requirement needs a name"
+    if not name.isidentifier():
+        return f"{name!r} is not a valid name: use letters, digits and _, not starting with a digit"
+    return None
+
+
 def blank_fields() -> dict[str, Any]:
     """The fields of a new binary requirement."""
     return fields_from_requirement({"name": "", "type": "binary", "question": ""})

@@ -29,6 +29,8 @@ FIELD_GROUPS = {
     "rules": ("rules",),
 }
 """Where the editor shows an issue, by the field the library's message names."""
+NAME_ERROR = "edit_name_error"
+"""Session key of the refusal shown under the Name field (an empty or invalid name is never applied)."""
 
 
 def _fields_now() -> dict[str, Any]:
@@ -54,6 +56,11 @@ def _load_editor(target: str | None = None) -> None:
         ss[PREFIX + key] = value
     ss.edit_target = target
     ss.edit_loaded = (target, state.rev())
+    ss.pop(NAME_ERROR, None)
+
+
+def _clear_name_error() -> None:
+    st.session_state.pop(NAME_ERROR, None)
 
 
 def _apply() -> None:
@@ -63,6 +70,10 @@ def _apply() -> None:
         req = editor.requirement_from_fields(_fields_now())
     except editor.FieldError as exc:
         state.flash("error", f"field {exc.field!r}: {exc}")
+        return
+    problem = editor.name_problem(req["name"])
+    if problem:  # refused before anything is renamed: '' would otherwise replace every reference
+        ss[NAME_ERROR] = f"{problem}; nothing was changed"
         return
     try:
         if target == NEW:
@@ -146,7 +157,9 @@ def render() -> None:
             st.error(issue.message)
     judges = list(doc.get("judges") or {})
     c1, c2, c3 = st.columns([2, 1, 1])
-    c1.text_input("Name (an identifier; renaming updates every reference)", key="ef_name")
+    c1.text_input(
+        "Name (an identifier; renaming updates every reference)", key="ef_name", on_change=_clear_name_error
+    )
     c2.selectbox("Type", editor.REQUIREMENT_KINDS, key="ef_type")
     if ss.get("ef_judge") not in ["", *judges]:
         ss.ef_judge = ""
@@ -157,6 +170,8 @@ def render() -> None:
         format_func=lambda j: j or f"(default: {doc.get('default_judge')})",
     )
     with c1:
+        if ss.get(NAME_ERROR):
+            st.error(ss[NAME_ERROR])
         _issues_for(issues, "name", target)
     with c3:
         _issues_for(issues, "judge", target)

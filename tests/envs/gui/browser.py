@@ -197,6 +197,16 @@ class App:
             time.sleep(0.2)
         raise AssertionError(f"{needle!r} did not appear; the page says: {text[-1500:]}")
 
+    def column_text(self, key: str) -> str:
+        """The visible text of the column that holds widget ``key`` (what is shown next to it)."""
+        return str(
+            self.driver.execute_script(
+                "const e = document.querySelector(arguments[0]);"
+                "const c = e && e.closest('[data-testid=\"stColumn\"]'); return c ? c.innerText : '';",
+                f".st-key-{key}",
+            )
+        )
+
     def text(self) -> str:
         """The main area's visible text."""
         return str(self.driver.find_element("css selector", "section.stMain, [data-testid='stMain']").text)

@@ -257,3 +257,36 @@ def test_probe_and_generation_buttons(monkeypatch: pytest.MonkeyPatch, workdir: 
     table = " ".join(m.value for m in at.markdown)
     n = len(at.session_state.scenarios)
     assert f"| ideal | 1.000 ± 0.000 ({n} on {n})" in table and "| empty | 0.000" in table
+
+
+def name_column(at: AppTest):  # type: ignore[no-untyped-def]
+    """The column holding the editor's Name field."""
+    return next(c for c in at.columns if any(t.key == "ef_name" for t in c.text_input))
+
+
+def test_an_empty_or_invalid_name_is_refused_under_the_name_field(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path
+) -> None:
+    at = start(monkeypatch, workdir, "rubrics/first_responder.yaml")
+    go(at, "Requirements")
+    before = at.session_state.doc
+    at.selectbox(key="edit_target").set_value("hazard_type").run()
+    for bad, says in [("", "a requirement needs a name"), ("2nd check", "'2nd check' is not a valid name")]:
+        at.text_input(key="ef_name").set_value(bad)
+        at.button(key="edit_apply").click().run()
+        assert not at.exception, at.exception
+        assert at.session_state.doc == before  # nothing renamed, no '' written into a dependency list
+        assert not any("renamed" in t for t in texts(at.success))
+        assert any(says in t and "nothing was changed" in t for t in texts(name_column(at).error))
+        assert at.session_state.edit_target == "hazard_type"
+    # a valid name clears the refusal and renames as before
+    at.text_input(key="ef_name").set_value("hazard_kind")
+    at.button(key="edit_apply").click().run()
+    assert not name_column(at).error
+    assert any("renamed 'hazard_type' to 'hazard_kind' everywhere" in t for t in texts(at.success))
+    # adding a requirement without a name is refused the same way
+    at.selectbox(key="edit_target").set_value("(new requirement)").run()
+    at.text_area(key="ef_question").set_value("Anything?")
+    at.button(key="edit_apply").click().run()
+    assert any("a requirement needs a name" in t for t in texts(name_column(at).error))
+    assert len(at.session_state.doc["requirements"]) == len(before["requirements"])

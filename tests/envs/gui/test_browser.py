@@ -59,6 +59,15 @@ def test_build_grade_and_save_in_chromium(tmp_path: Path) -> None:
             add(app, "scene_safe", "scene is safe", "unsafe", unlock_yes="gloves", unlock_no="police")
             app.wait_text("valid · 3 requirements", "section[data-testid='stSidebar']")
 
+            # clearing a name and applying is refused under the Name field; nothing is renamed
+            app.pick("edit_target", "gloves")
+            app.type("ef_name", "")
+            app.click("edit_apply")
+            app.wait_text("a requirement needs a name; nothing was changed")
+            assert "a requirement needs a name" in app.column_text("ef_name")
+            assert "renamed" not in app.text()
+            app.wait_text("valid · 3 requirements", "section[data-testid='stSidebar']")
+
             app.section("Grade a reply")
             app.type("grade_truth_scene_safe", "1")
             app.type("grade_truth_gloves", "1")
