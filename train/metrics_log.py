@@ -73,21 +73,13 @@ class RunLogger:
         self.enabled = enabled
         self.mode: WandbMode = wandb_mode(cfg.wandb_mode) if enabled else "disabled"
         self._resume_run_id = resume_run_id
+        self._run: Any = None
+        """The wandb run; None when disabled (``wandb`` is then never imported: it need not be installed)."""
         if not enabled:
             return
-        import wandb
-
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self._run = wandb.init(
-            project=cfg.wandb_project,
-            name=cfg.run_name or self.output_dir.resolve().name,
-            dir=str(self.output_dir),
-            config=config_dict,
-            mode=self.mode,
-            id=resume_run_id,
-            resume="allow" if resume_run_id else None,
-            settings=wandb.Settings(console="off", silent=True),
-        )
+        if self.mode != "disabled":
+            self._run = _wandb_init(cfg, self.output_dir, config_dict, self.mode, resume_run_id)
         self._metrics = open(self.output_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._samples = open(self.output_dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
 
@@ -95,7 +87,7 @@ class RunLogger:
     def run_id(self) -> str:
         """The wandb run id: save it in checkpoints and pass it back as ``resume_run_id`` ("" if disabled
         and not resumed)."""
-        return str(self._run.id) if self.enabled else (self._resume_run_id or "")
+        return str(self._run.id) if self._run is not None else (self._resume_run_id or "")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Log one step's metrics (``reward/mean``, ``time/generate_s``, ...; see ``train.report``)."""
@@ -105,17 +97,20 @@ class RunLogger:
         line = {"step": step, "wall_time": round(time.time(), 3), **values}
         self._metrics.write(json.dumps(line, allow_nan=False) + "\n")
         self._metrics.flush()
-        self._run.log({k: v for k, v in values.items() if v is not None}, step=step)
+        if self._run is not None:
+            self._run.log({k: v for k, v in values.items() if v is not None}, step=step)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Log sample rollouts: one dict per rollout (prompt, completion, reward, ...), as a wandb Table."""
         if not rows or not self.enabled:
             return
-        import wandb
-
         for row in rows:
             self._samples.write(json.dumps({"step": step, **row}, default=str) + "\n")
         self._samples.flush()
+        if self._run is None:
+            return
+        import wandb
+
         keys = list(dict.fromkeys(key for row in rows for key in row if key != "step"))
         data = [[step, *(_cell(row.get(key)) for key in keys)] for row in rows]
         columns: list[str | int] = ["step", *keys]
@@ -127,7 +122,29 @@ class RunLogger:
             return
         self._metrics.close()
         self._samples.close()
-        self._run.finish()
+        if self._run is not None:
+            self._run.finish()
+
+
+def _wandb_init(
+    cfg: LoggingConfig,
+    output_dir: Path,
+    config_dict: dict[str, Any],
+    mode: WandbMode,
+    resume_run_id: str | None,
+) -> Any:
+    import wandb
+
+    return wandb.init(
+        project=cfg.wandb_project,
+        name=cfg.run_name or output_dir.resolve().name,
+        dir=str(output_dir),
+        config=config_dict,
+        mode=mode,
+        id=resume_run_id,
+        resume="allow" if resume_run_id else None,
+        settings=wandb.Settings(console="off", silent=True),
+    )
 
 
 def _finite_or_none(value: Any) -> float | None:

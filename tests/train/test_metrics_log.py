@@ -165,3 +165,19 @@ def test_netrc_login_counts_as_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
     netrc_file.write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
     netrc_file.chmod(0o600)
     assert wandb_mode("online") == "online"
+
+
+def test_disabled_wandb_is_never_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wandb_mode: disabled`` works where wandb is not installed (GPU images often lack it): metrics and
+    samples still go to the JSONL files."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` now raises ImportError
+    cfg = LoggingConfig(output_dir=str(tmp_path / "run"), wandb_mode="disabled")
+    logger = RunLogger(cfg, {"seed": 0})
+    logger.log(1, {"reward/mean": 0.5})
+    logger.log_samples(1, [{"reward": 0.5, "completion": "hi"}])
+    logger.finish()
+    assert logger.run_id == ""
+    assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["reward/mean"] == 0.5
+    assert json.loads((tmp_path / "run" / "samples.jsonl").read_text())["completion"] == "hi"
