@@ -45,7 +45,7 @@ def _rubric_validate(args: argparse.Namespace) -> int:
 
     warnings: list[FileLoadError] = []
     try:
-        rubric = load_rubric(args.file)
+        rubric = load_rubric(args.file, strict=args.strict, warn=warnings.append)
         scenarios = [
             s
             for f in args.scenarios
@@ -170,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file", help="rubric YAML")
     validate.add_argument("--scenarios", action="append", default=[], help="scenario YAML/JSONL (repeatable)")
     validate.add_argument(
-        "--strict", action="store_true", help="treat warnings (reveals that are never shown) as errors"
+        "--strict",
+        action="store_true",
+        help="treat warnings (reveals that are never shown, rules that cannot mean what they seem) as errors",
     )
     validate.set_defaults(handler=_rubric_validate)
     show = rubric.add_parser("show", help="print levels, branches and paths; optionally draw the DAG")

@@ -11,7 +11,7 @@ gives back an equal rubric.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from rubrics.multistep.files import (
     validated,
 )
 from rubrics.multistep.judging import judge_from_dict
+from rubrics.multistep.lint import RuleWarning, rule_warnings
 from rubrics.multistep.requirements import REQUIREMENT_TYPES, Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario_io import load_scenarios, save_scenarios, scenario_from_dict
@@ -203,9 +204,40 @@ def _graph_error(doc: Document, message: str) -> RubricFileError:
     return RubricFileError(doc.file, message)
 
 
-def load_rubric(path: str | Path) -> MultiStepRubric:
-    """Read a rubric YAML (or JSON) file."""
-    return _rubric(read_yaml(Path(path)))
+def load_rubric(
+    path: str | Path,
+    *,
+    strict: bool = False,
+    warn: Callable[[RubricFileError], None] | None = None,
+) -> MultiStepRubric:
+    """Read a rubric YAML (or JSON) file. With ``warn``, each doubt about a rule (``rubrics.multistep.lint``)
+    is passed to it at the rule's line; ``strict`` raises the first one as an error instead."""
+    doc = read_yaml(Path(path))
+    rubric = _rubric(doc)
+    if strict or warn is not None:
+        for warning in rule_warnings(rubric.requirements):
+            error = _rule_warning(doc, warning)
+            if strict:
+                raise error
+            assert warn is not None
+            warn(error)
+    return rubric
+
+
+def _rule_warning(doc: Document, warning: RuleWarning) -> RubricFileError:
+    """``warning`` placed at its rule in ``doc`` (the answer key as the file spells it)."""
+    items = doc.data["requirements"]
+    index = next(i for i, item in enumerate(items) if item.get("name") == warning.requirement)
+    raw_keys = list(items[index].get("rules") or {})
+    key = next((k for k in raw_keys if _same_answer(k, warning.answer)), warning.answer)
+    return error_at(doc, ("requirements", index, "rules", key), warning.message)
+
+
+def _same_answer(raw: Any, value: Any) -> bool:
+    try:
+        return float(raw) == float(value)
+    except (TypeError, ValueError):
+        return False
 
 
 def save_rubric(rubric: MultiStepRubric, path: str | Path) -> None:

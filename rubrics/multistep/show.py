@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
+from typing import Any
 
+from rubrics.multistep.judging import NEGATION_WINDOW, RULE_KEYS, negation_aware
 from rubrics.multistep.rubric import MultiStepRubric
+
+RULES_LEGEND = (
+    "rules (the judged answer is the first whose rule matches; phrases match whole words with their\n"
+    f"inflections; 'negation-aware': a negator up to {NEGATION_WINDOW} words before a phrase in its clause "
+    "means it is not said;\n'phrases as written' (negation_aware: false): negators are ignored; a regex "
+    "always matches as written):"
+)
+"""The heading of ``describe``'s rules section: how rule judges read a reply."""
 
 
 def _fmt(key: object) -> str:
@@ -34,9 +45,36 @@ def describe(rubric: MultiStepRubric, max_paths: int = 50) -> str:
     lines += ["", f"paths ({len(paths) if len(paths) <= max_paths else f'more than {max_paths}'}):"]
     for path in paths[:max_paths]:
         lines.append("  " + " -> ".join(path))
+    rules = [
+        f"  {req.name} = {_fmt(value)}: {describe_rule(spec)}"
+        for req in graph.requirements.values()
+        for value, spec in req.rules.items()
+    ]
+    if rules:
+        lines += ["", RULES_LEGEND, *rules]
     if graph.unreachable:
         lines += ["", f"warning: unreachable from the roots: {', '.join(graph.unreachable)}"]
     return "\n".join(lines)
+
+
+def describe_rule(spec: Mapping[str, Any], shown: int = 3, width: int = 60) -> str:
+    """One answer's rule on one line: each key with its first ``shown`` phrases, the regex cut at ``width``
+    characters, and whether the phrases are negation-aware."""
+    parts = []
+    for key in RULE_KEYS:
+        if key not in spec:
+            continue
+        if key == "regex":
+            pattern = spec[key] if len(spec[key]) <= width else spec[key][: width - 1] + "…"
+            parts.append(f"regex /{pattern}/")
+            continue
+        phrases = ", ".join(repr(p) for p in spec[key][:shown])
+        more = f" +{len(spec[key]) - shown} more" if len(spec[key]) > shown else ""
+        parts.append(f"{key} {phrases}{more}")
+    has_phrases = any(key in spec for key in ("any", "all", "none", "negated"))
+    if has_phrases:
+        parts.append("negation-aware" if negation_aware(spec) else "phrases as written")
+    return "; ".join(parts)
 
 
 def to_svg(rubric: MultiStepRubric) -> str:

@@ -459,7 +459,8 @@ def test_negated_rule_key_matches_a_denial() -> None:
     assert not rule_matches({"none": ["gloves"]}, "gloves on") and rule_matches(
         {"none": ["gloves"]}, "no gloves"
     )
-    assert not rule_matches({"regex": r"\bweapons?\b"}, "no weapons seen")
+    # a regex matches as written: negators never change an author's pattern
+    assert rule_matches({"regex": r"\bweapons?\b"}, "no weapons seen")
     assert rule_matches({"regex": r"\bweapons?\b"}, "he has a weapon")
 
 
