@@ -7,12 +7,13 @@ their keys, so a freshly loaded file never shows a previous file's stale widget 
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
 import streamlit as st
 
-from envs.gui import document
+from envs.gui import document, lossless
 from envs.gui.document import Doc, Issue
 from envs.gui.launch import DIR_ENV, FILE_ENV
 from envs.gui.workspace import Workspace, WorkspaceError
@@ -33,6 +34,7 @@ def init() -> None:
     ss.rev = 0
     ss.flash = []
     ss.dirty = False
+    ss.source = None
     start = os.environ.get(FILE_ENV)
     if start and (ss.ws.root / start).exists():
         load_rubric_file(start)
@@ -68,6 +70,29 @@ def set_doc(new: Doc, scenarios_: list[dict[str, Any]] | None = None, replaced: 
     if replaced:
         st.session_state.rev += 1
         st.session_state.pop("grade_report", None)
+
+
+def set_source(relative: str | None, text: str | None = None) -> None:
+    """Record the file the document now matches (loaded or saved): its path, text and document, which a
+    save edits in place; None for a rubric no file holds yet."""
+    ss = st.session_state
+    ss.source = None if relative is None else (relative, text, copy.deepcopy(ss.doc))
+    if relative is not None:
+        ss.rubric_path = relative
+    ss.dirty = False
+
+
+def save_plan() -> lossless.SavePlan:
+    """What saving the document would write (the opened file edited in place), computed once per change."""
+    ss = st.session_state
+    source = ss.get("source")
+    cache = ss.get("plan_cache")
+    if cache is None or cache[0] is not ss.doc or cache[1] is not source:
+        text, doc_ = (source[1], source[2]) if source else (None, None)
+        cache = (ss.doc, source, lossless.plan_save(ss.doc, text, doc_))
+        ss["plan_cache"] = cache
+    plan: lossless.SavePlan = cache[2]
+    return plan
 
 
 def rev() -> int:
@@ -107,7 +132,6 @@ def load_rubric_file(relative: str) -> bool:
         flash("error", f"could not load {relative}: {exc}")
         return False
     set_doc(loaded, [], replaced=True)
-    st.session_state.rubric_path = ws().relative(path)
-    st.session_state.rubric_save_path = ws().relative(path)
+    set_source(ws().relative(path), path.read_text(encoding="utf-8", errors="replace"))
     flash("success", f"loaded {ws().relative(path)}: {len(loaded['requirements'])} requirements")
     return True

@@ -45,3 +45,31 @@ def branching_requirements() -> list[dict[str, Any]]:
             "rules": {1.0: {"any": ["police"]}, 0.0: {"none": ["police"]}},
         },
     ]
+
+
+COMMENTED = """\
+# Triage of a scene, written by hand.
+format_version: 1
+name: commented
+requirements:
+  # ---- level 0
+  - name: scene_safe
+    question: Is the scene safe?   # the first thing asked
+    dependencies: {1.0: [gloves]}
+    rules:
+      1.0: {any: ["scene is safe", "safe to enter"]}
+      0.0: {any: [unsafe]}
+
+  # ---- level 1
+  - name: gloves
+    question: >-
+      Are gloves on before touching
+      the patient?
+    rules:
+      1.0:
+        any: ["gloves on",   # the canonical wording
+              "put on gloves"]
+      0.0: {none: [gloves]}
+"""
+"""A hand-written rubric with comments (own lines, end of line, inside a flow list), blank lines, a folded
+question and flow lists: what a save must keep."""

@@ -14,7 +14,7 @@ from envs.gui import extras
 from envs.gui.launch import APP, DIR_ENV, FILE_ENV
 from rubrics.multistep.io import load_rubric, load_scenarios, rubric_to_dict
 
-from .conftest import ROOT
+from .conftest import COMMENTED, ROOT
 
 
 def start(monkeypatch: pytest.MonkeyPatch, workdir: Path, file: str | None = None) -> AppTest:
@@ -62,14 +62,16 @@ def build_branching(at: AppTest) -> None:
 def test_rubric_open_and_save_is_lossless(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> None:
     at = start(monkeypatch, workdir, "rubrics/first_responder.yaml")
     assert any("loaded rubrics/first_responder.yaml: 22 requirements" in t for t in texts(at.success))
-    at.text_input(key="rubric_save_path").set_value("saved.yaml")
-    at.button(key="rubric_save").click().run()
-    assert "saved saved.yaml" in texts(at.success)
+    assert at.text_input(key="rubric_save_path").value == ""  # "Save as" never starts on the opened file
+    at.text_input(key="rubric_save_path").set_value("saved.yaml").run()
+    at.button(key="rubric_save_as").click().run()
+    assert "saved saved.yaml (comments and layout kept)" in texts(at.success)
+    assert (workdir / "saved.yaml").read_text() == (workdir / "rubrics" / "first_responder.yaml").read_text()
     original = rubric_to_dict(load_rubric(ROOT / "configs" / "rubrics" / "first_responder.yaml"))
     assert rubric_to_dict(load_rubric(workdir / "saved.yaml")) == original
     # traversal is refused and nothing is written outside
     at.text_input(key="rubric_save_path").set_value("../escape.yaml").run()
-    at.button(key="rubric_save").click().run()
+    at.button(key="rubric_save_as").click().run()
     assert any("outside the working directory" in t for t in texts(at.error))
     assert not (workdir.parent / "escape.yaml").exists()
     # open another file from the working directory
@@ -290,3 +292,55 @@ def test_an_empty_or_invalid_name_is_refused_under_the_name_field(
     at.button(key="edit_apply").click().run()
     assert any("a requirement needs a name" in t for t in texts(name_column(at).error))
     assert len(at.session_state.doc["requirements"]) == len(before["requirements"])
+
+
+def test_save_keeps_comments_and_layout_and_says_what_it_would_lose(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path
+) -> None:
+    (workdir / "commented.yaml").write_text(COMMENTED)
+    at = start(monkeypatch, workdir, "commented.yaml")
+    go(at, "Requirements")
+    at.selectbox(key="edit_target").set_value("scene_safe").run()
+    at.text_area(key="ef_question").set_value("Is the scene safe to enter?")
+    at.button(key="edit_apply").click().run()
+    go(at, "Rubric")
+    assert not at.warning  # nothing would be lost: Save is offered without a confirmation
+    at.button(key="rubric_save").click().run()
+    saved = (workdir / "commented.yaml").read_text()
+    # only the edited line changed: every comment, blank line, flow list and folded question as written
+    assert saved == COMMENTED.replace("Is the scene safe?   #", "Is the scene safe to enter?   #")
+    assert "saved commented.yaml (comments and layout kept)" in texts(at.success)
+    assert load_rubric(workdir / "commented.yaml").requirements[0].question == "Is the scene safe to enter?"
+    # a change that drops a comment is announced before the save, which waits for a confirmation
+    go(at, "Requirements")
+    at.selectbox(key="edit_target").set_value("gloves").run()
+    at.text_area(key="ef_rule_1_any").set_value("gloves on\nput on gloves\nnitrile")
+    at.button(key="edit_apply").click().run()
+    go(at, "Rubric")
+    assert any("drops 1 comment line(s)" in t and "# the canonical wording" in t for t in texts(at.warning))
+    assert at.button(key="rubric_save").disabled  # until "Overwrite anyway" is ticked
+    # revert to saved: the edit is gone, the document is the file's again
+    assert not at.button(key="rubric_revert").disabled
+    at.button(key="rubric_revert").click().run()
+    assert any("reverted to the saved commented.yaml" in t for t in texts(at.info))
+    assert at.session_state.doc == rubric_to_dict(load_rubric(workdir / "commented.yaml"))
+    assert at.button(key="rubric_revert").disabled and not at.session_state.dirty
+    # the same edit, confirmed: written, the other comments kept
+    go(at, "Requirements")
+    at.selectbox(key="edit_target").set_value("gloves").run()
+    at.text_area(key="ef_rule_1_any").set_value("gloves on\nput on gloves\nnitrile")
+    at.button(key="edit_apply").click().run()
+    go(at, "Rubric")
+    at.checkbox(key="rubric_confirm").check().run()
+    at.button(key="rubric_save").click().run()
+    text = (workdir / "commented.yaml").read_text()
+    assert "# the canonical wording" not in text
+    assert all(
+        c in text
+        for c in ("# Triage of a scene", "# ---- level 0", "# the first thing asked", "# ---- level 1")
+    )
+    assert load_rubric(workdir / "commented.yaml").requirements[1].rules[1.0]["any"][-1] == "nitrile"
+    # "Save as" onto another existing file asks first too
+    at.text_input(key="rubric_save_path").set_value("rubrics/incident_triage.yaml").run()
+    assert any("already exists and is not the file you opened" in t for t in texts(at.warning))
+    assert at.button(key="rubric_save_as").disabled

@@ -17,6 +17,7 @@ pytest.importorskip("streamlit")
 from rubrics.multistep.io import load_rubric
 
 from .browser import REQUIRE_ENV, App, browser_paths, make_driver, running_app
+from .conftest import COMMENTED
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -91,3 +92,28 @@ def test_build_grade_and_save_in_chromium(tmp_path: Path) -> None:
     assert rubric.roots == ["scene_safe"]
     assert (tmp_path / "grade.png").stat().st_size > 10_000
     print(f"browser test took {time.monotonic() - started:.1f} s; screenshots in {tmp_path}")
+
+
+def test_save_keeps_comments_in_chromium(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "commented.yaml").write_text(COMMENTED)
+    with running_app(work, "commented.yaml") as url:
+        driver = make_driver()
+        try:
+            app = App(driver, url)
+            app.section("Requirements")
+            app.pick("edit_target", "scene_safe")
+            app.type("ef_question", "Is the scene safe to enter?")
+            app.click("edit_apply")
+            app.wait_text("updated requirement 'scene_safe'")
+            app.section("Rubric")
+            app.wait_text("saving edits the file in place")
+            save_as = app.wait_for(".st-key-rubric_save_path input")
+            assert save_as.get_attribute("value") == ""  # "Save as" does not start on the opened file
+            app.click("rubric_save")
+            app.wait_text("saved commented.yaml (comments and layout kept)")
+        finally:
+            driver.quit()
+    expected = COMMENTED.replace("Is the scene safe?   #", "Is the scene safe to enter?   #")
+    assert (work / "commented.yaml").read_text() == expected
