@@ -1,6 +1,10 @@
 """Writing the outputs atomically: every file goes to a temporary name in its folder, then ``os.replace``.
 
-A run killed at any moment leaves each output either absent, whole and old, or whole and new, never cut.
+A run killed at any moment leaves each output either absent, whole and old, or whole and new, never cut;
+what it may leave besides is a temporary file or folder (``is_temporary``: a dot name with ``.tmp``), which
+no reader takes for an output and the next run removes. Files and folders are made with the user's umask
+(``0o666`` and ``0o777`` less the umask: 644 and 755 under umask 022), as ``open`` and ``mkdir`` would, so
+a dataset meant to be shared gets the user's usual modes.
 
 Files in the output folder: ``hidden_descriptions.jsonl``, ``scenarios.yaml`` and ``scenarios.jsonl`` (the
 scenario file format; ``rubric-grpo rubric validate --scenarios`` and training load them), ``dataset/`` (a
@@ -12,21 +16,34 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rubrics.multistep.io import save_scenarios, scenario_from_dict
 
+TEMP_MARK = ".tmp"
+"""What every temporary name holds: ``.<name>.<random>.tmp<suffix>``."""
+
+
+def temporary_path(path: Path) -> Path:
+    """A fresh temporary name beside ``path``: hidden, marked ``.tmp``, with ``path``'s suffix (writers
+    such as ``save_scenarios`` choose the format by the suffix)."""
+    return path.parent / f".{path.name}.{secrets.token_hex(6)}{TEMP_MARK}{path.suffix}"
+
+
+def is_temporary(path: Path) -> bool:
+    """Whether ``path`` is a temporary file or folder of ``atomic_write`` or ``_save_dataset``."""
+    return path.name.startswith(".") and TEMP_MARK in path.name
+
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then move it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = temporary_path(path)
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies, as in open()
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -121,8 +138,9 @@ def _save_dataset(target: Path, data: Any) -> None:
     from datasets import disable_progress_bars
 
     disable_progress_bars()  # the pipeline prints its own summary
-    tmp = Path(tempfile.mkdtemp(prefix=".dataset.", dir=target.parent))
-    old = target.parent / f".{target.name}.old"
+    tmp = temporary_path(target)
+    tmp.mkdir(mode=0o777)  # the umask applies (mkdtemp would make it 700)
+    old = target.parent / f".{target.name}.old{TEMP_MARK}"
     try:
         data.save_to_disk(str(tmp))
         shutil.rmtree(old, ignore_errors=True)

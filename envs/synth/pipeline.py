@@ -7,7 +7,9 @@
 2. **Items** (``item``): hidden description, scenario, loader and path checks with one repair request,
    re-grading. Items run concurrently (``concurrency`` in flight; the generator bounds its requests too);
    each finished item's record is written atomically to ``work/items/<id>.json`` and never redone, so a
-   killed run resumes where it stopped, skipping and duplicating nothing.
+   killed run resumes where it stopped, skipping and duplicating nothing. A resume reads only the records
+   the plan names (never a temporary file a kill left, which it removes); a damaged record (not JSON, or
+   not the record of its item) is named in a warning, moved to ``work/damaged/`` and redone.
 3. **Dedupe** (``dedupe``) over all records in plan order, then **outputs** and the **report**.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +26,13 @@ from typing import Any
 from envs.synth.dedupe import find_duplicates
 from envs.synth.generate import Generator
 from envs.synth.item import ItemContext, make_item
-from envs.synth.outputs import write_json, write_outputs
+from envs.synth.outputs import is_temporary, write_json, write_outputs
 from envs.synth.plan import Plan, PlannedItem, Weighting, make_plan, rubric_hash
 from envs.synth.report import build_report
 from rubrics.multistep.io import load_rubric, rubric_to_dict
 from rubrics.multistep.rubric import MultiStepRubric
+
+log = logging.getLogger(__name__)
 
 
 class ResumeMismatchError(ValueError):
@@ -65,8 +71,9 @@ def load_or_make_plan(rubric: MultiStepRubric, work: Path, options: SynthOptions
     """The folder's plan when it has one (checked against the rubric and options), else a new one."""
     path = work / "plan.json"
     data = rubric_to_dict(rubric)
-    if path.is_file():
-        plan = Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    saved = _read_json(path, work) if path.is_file() else None
+    if saved is not None:
+        plan = Plan.from_dict(saved)
         wanted = {
             "rubric_hash": rubric_hash(data),
             "n": options.n,
@@ -86,13 +93,63 @@ def load_or_make_plan(rubric: MultiStepRubric, work: Path, options: SynthOptions
     return plan
 
 
-def load_records(items_dir: Path) -> dict[str, dict[str, Any]]:
-    """Finished items' records by id."""
+def _read_json(path: Path, work: Path) -> Any:
+    """``path``'s JSON mapping, or None (with a warning) after moving a damaged file to ``work/damaged``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = str(exc)
+    else:
+        if isinstance(data, dict):
+            return data
+        reason = f"expected a JSON object, got {type(data).__name__}"
+    set_aside(path, work, reason)
+    return None
+
+
+def set_aside(path: Path, work: Path, reason: str) -> Path:
+    """Move a damaged work file to ``work/damaged/`` (never over an earlier one) and say so."""
+    damaged = work / "damaged"
+    damaged.mkdir(exist_ok=True)
+    target, n = damaged / path.name, 1
+    while target.exists():
+        target, n = damaged / f"{path.name}.{n}", n + 1
+    shutil.move(path, target)
+    log.warning("%s: damaged (%s); moved to %s, it will be redone", path, reason, target)
+    return target
+
+
+def remove_temporaries(*folders: Path) -> None:
+    """Delete the temporary files and folders a killed run left in ``folders`` (never a finished file)."""
+    for folder in folders:
+        for path in folder.iterdir() if folder.is_dir() else []:
+            if is_temporary(path):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def load_records(items_dir: Path, plan: Plan) -> dict[str, dict[str, Any]]:
+    """Finished items' records by id: ``<id>.json`` for each planned item, nothing else. A damaged record
+    (unreadable, or another item's) is set aside (``set_aside``), so its item is redone."""
     records = {}
-    for path in sorted(items_dir.glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        records[record["id"]] = record
+    for item in plan.items:
+        path = items_dir / f"{item.id}.json"
+        if not path.is_file():
+            continue
+        record = _read_json(path, items_dir.parent)
+        if record is None:
+            continue
+        if not _is_record_of(record, item.id):
+            set_aside(path, items_dir.parent, f"not a finished record of item {item.id}")
+            continue
+        records[item.id] = record
     return records
+
+
+def _is_record_of(record: dict[str, Any], item_id: str) -> bool:
+    """Whether ``record`` is a finished record (``make_item``'s) of item ``item_id``."""
+    if record.get("id") != item_id or record.get("status") not in ("kept", "dropped"):
+        return False
+    return record["status"] == "dropped" or all(k in record for k in ("scenario", "hidden_description"))
 
 
 async def run_synth(
@@ -104,8 +161,9 @@ async def run_synth(
     work = out / "work"
     items_dir = work / "items"
     items_dir.mkdir(parents=True, exist_ok=True)
+    remove_temporaries(out, work, items_dir)
     plan = load_or_make_plan(rubric, work, options)
-    records = load_records(items_dir)
+    records = load_records(items_dir, plan)
     todo = [item for item in plan.items if item.id not in records]
     ctx = ItemContext(rubric, generator, work / "scratch", options.regrade)
     bar = _progress(options.progress, len(plan.items), len(plan.items) - len(todo))
