@@ -125,6 +125,63 @@ def find(doc: Doc, name: str) -> dict[str, Any]:
     raise KeyError(name)
 
 
+def roots(doc: Doc) -> list[str]:
+    """Where a walk starts: the declared roots, else every requirement nothing unlocks (works on an invalid
+    document too, so the app can compare before and after an edit)."""
+    if doc.get("roots"):
+        return [str(r) for r in doc["roots"]]
+    unlocked = {
+        c
+        for r in doc.get("requirements") or []
+        for cs in (r.get("dependencies") or {}).values()
+        for c in cs or []
+    }
+    return [n for n in names(doc) if n not in unlocked]
+
+
+def parents(doc: Doc, name: str) -> list[tuple[str, Any]]:
+    """The (requirement, answer) pairs that unlock ``name``."""
+    return [
+        (str(r.get("name")), key)
+        for r in doc.get("requirements") or []
+        for key, children in (r.get("dependencies") or {}).items()
+        if name in (children or [])
+    ]
+
+
+def set_parents(doc: Doc, name: str, unlocked_by: list[tuple[str, Any]]) -> Doc:
+    """``doc`` where exactly the (requirement, answer) pairs ``unlocked_by`` unlock ``name`` (a branch left
+    empty is removed, as the editor writes it)."""
+    wanted = {(p, float(k)) for p, k in unlocked_by}
+    out = copy.deepcopy(doc)
+    for req in out.get("requirements") or []:
+        parent = str(req.get("name"))
+        if parent == name:
+            continue
+        deps = dict(req.get("dependencies") or {})
+        keys = [
+            *deps,
+            *(k for p, k in unlocked_by if p == parent and float(k) not in [float(d) for d in deps]),
+        ]
+        changed = False
+        for key in keys:
+            children = list(deps.get(key) or [])
+            has, want = name in children, (parent, float(key)) in wanted
+            if has != want:
+                children = [*children, name] if want else [c for c in children if c != name]
+                changed = True
+            if children:
+                deps[key] = children
+            else:
+                deps.pop(key, None)
+        if changed:
+            if deps:
+                req["dependencies"] = deps
+            else:
+                req.pop("dependencies", None)
+    return out
+
+
 def add_requirement(doc: Doc, req: dict[str, Any]) -> Doc:
     """``doc`` with ``req`` appended (``ValueError`` when its name is taken)."""
     if req.get("name") in names(doc):

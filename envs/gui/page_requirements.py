@@ -29,6 +29,8 @@ FIELD_GROUPS = {
     "rules": ("rules",),
 }
 """Where the editor shows an issue, by the field the library's message names."""
+PARENTS = PREFIX + "parents"
+"""Widget key of "Unlocked by": the answers of other requirements that unlock the edited one."""
 NAME_ERROR = "edit_name_error"
 """Session key of the refusal shown under the Name field (an empty or invalid name is never applied)."""
 
@@ -54,9 +56,44 @@ def _load_editor(target: str | None = None) -> None:
     )
     for key, value in fields.items():
         ss[PREFIX + key] = value
+    options = _parent_options(state.doc(), target)
+    current = {_parent_key(p, v) for p, v in ([] if target == NEW else document.parents(state.doc(), target))}
+    ss[PARENTS] = [k for k in options if k in current]
     ss.edit_target = target
     ss.edit_loaded = (target, state.rev())
     ss.pop(NAME_ERROR, None)
+
+
+def _parent_key(parent: str, value: Any) -> str:
+    return f"{parent}={editor.slot_key(value)}"
+
+
+def _parent_options(doc: document.Doc, target: str) -> dict[str, tuple[str, Any, str]]:
+    """Every answer of every other requirement that could unlock ``target``: key -> (name, value, label)."""
+    out: dict[str, tuple[str, Any, str]] = {}
+    for req in doc.get("requirements") or []:
+        name = str(req.get("name"))
+        if name == target:
+            continue
+        try:
+            slots = editor.slots(editor.fields_from_requirement(req))
+        except editor.FieldError:
+            continue
+        for slot in slots:
+            out[_parent_key(name, slot.value)] = (name, slot.value, f"{name}: {slot.label}")
+    return out
+
+
+def _warn_new_roots(before: document.Doc, after: document.Doc) -> None:
+    """Say so when an edit adds a root: every root starts a walk, so an extra one changes the reward."""
+    old, new = document.roots(before), document.roots(after)
+    added = [r for r in new if r not in old]
+    if old and added and len(new) > len(old):
+        state.flash(
+            "warning",
+            f"{', '.join(repr(a) for a in added)} is now a root: nothing unlocks it, so every walk also starts "
+            f"there ({len(new)} roots: {', '.join(new)}). Choose what unlocks it under 'Unlocked by'.",
+        )
 
 
 def _clear_name_error() -> None:
@@ -75,31 +112,38 @@ def _apply() -> None:
     if problem:  # refused before anything is renamed: '' would otherwise replace every reference
         ss[NAME_ERROR] = f"{problem}; nothing was changed"
         return
+    before = state.doc()
+    options = _parent_options(before, target)
+    unlocked_by = [options[k][:2] for k in ss.get(PARENTS) or [] if k in options]
     try:
         if target == NEW:
-            state.set_doc(document.add_requirement(state.doc(), req))
-            state.flash("success", f"added requirement {req['name']!r}")
-            _load_editor(NEW)
-            return
-        doc, scenarios = document.replace_requirement(state.doc(), target, req, state.scenarios())
+            doc, scenarios = document.add_requirement(before, req), state.scenarios()
+        else:
+            doc, scenarios = document.replace_requirement(before, target, req, state.scenarios())
+        doc = document.set_parents(doc, req["name"], [(p, v) for p, v in unlocked_by if p != req["name"]])
     except ValueError as exc:
         state.flash("error", str(exc))
         return
     state.set_doc(doc, scenarios)
-    if req["name"] != target:
+    if target == NEW:
+        state.flash("success", f"added requirement {req['name']!r}")
+    elif req["name"] != target:
         state.flash("success", f"renamed {target!r} to {req['name']!r} everywhere it is referenced")
     else:
         state.flash("success", f"updated requirement {target!r}")
-    _load_editor(req["name"])
+    _warn_new_roots(before, doc)
+    _load_editor(NEW if target == NEW else req["name"])
 
 
 def _delete() -> None:
     target = st.session_state.get("edit_target", NEW)
     if target == NEW:
         return
-    doc, scenarios = document.delete_requirement(state.doc(), target, state.scenarios())
+    before = state.doc()
+    doc, scenarios = document.delete_requirement(before, target, state.scenarios())
     state.set_doc(doc, scenarios)
     state.flash("success", f"deleted requirement {target!r} and every reference to it")
+    _warn_new_roots(before, doc)
     _load_editor(NEW)
 
 
@@ -177,6 +221,7 @@ def render() -> None:
         _issues_for(issues, "judge", target)
     st.text_area("Question (what a judge is asked about the reply)", key="ef_question", height=90)
     _issues_for(issues, "question", target)
+    _parent_picker(doc, target)
     slots = _type_fields(ss.ef_type, issues, target)
     _dependency_pickers(slots, [n for n in names if n != target], issues, target)
     _rule_fields(slots, issues, target)
@@ -218,6 +263,26 @@ def _type_fields(kind: str, issues: list[Issue], target: str) -> list[editor.Slo
         ]:
             ss.setdefault(PREFIX + key, blank)
     return slots
+
+
+def _parent_picker(doc: document.Doc, target: str) -> None:
+    ss = st.session_state
+    options = _parent_options(doc, target)
+    ss[PARENTS] = [k for k in ss.get(PARENTS) or [] if k in options]
+    st.multiselect(
+        "Unlocked by: the answers of other requirements that lead here (none: a root, where every walk starts)",
+        list(options),
+        key=PARENTS,
+        format_func=lambda k: options[k][2],
+    )
+    if options and not ss[PARENTS]:
+        roots = [r for r in document.roots(doc) if r != target]
+        verb = "will be" if target == NEW else "is"
+        st.caption(
+            f"nothing unlocks it: it {verb} a root beside {', '.join(roots) or 'none'}"
+            if not doc.get("roots")
+            else "nothing unlocks it and it is not a declared root: it will be unreachable"
+        )
 
 
 def _dependency_pickers(

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from envs.gui import extras
 from envs.gui.launch import APP, DIR_ENV, FILE_ENV
-from rubrics.multistep.io import load_rubric, load_scenarios, rubric_to_dict
+from rubrics.multistep.io import load_rubric, load_scenarios, rubric_from_dict, rubric_to_dict
 
 from .conftest import COMMENTED, ROOT
 
@@ -344,3 +344,39 @@ def test_save_keeps_comments_and_layout_and_says_what_it_would_lose(
     at.text_input(key="rubric_save_path").set_value("rubrics/incident_triage.yaml").run()
     assert any("already exists and is not the file you opened" in t for t in texts(at.warning))
     assert at.button(key="rubric_save_as").disabled
+
+
+def test_a_new_requirement_is_unlocked_where_the_author_says_and_a_new_root_is_announced(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path
+) -> None:
+    at = start(monkeypatch, workdir)
+    build_branching(at)
+    assert not at.warning  # scene_safe took over from gloves and police: one root, no warning
+    # "Unlocked by" offers every answer of the other requirements, by option name
+    at.text_input(key="ef_name").set_value("bandage")
+    at.text_area(key="ef_question").set_value("Is the wound dressed?")
+    at.text_area(key="ef_rule_1_any").set_value("bandage")
+    assert "gloves: 1 (yes)" in at.multiselect(key="ef_parents").options
+    assert any("it will be a root beside scene_safe" in c.value for c in at.caption)
+    at.multiselect(key="ef_parents").set_value(["gloves=1"])
+    at.button(key="edit_apply").click().run()
+    assert "added requirement 'bandage'" in texts(at.success) and not at.warning
+    doc = at.session_state.doc
+    assert doc["requirements"][0]["dependencies"] == {1.0: ["bandage"]}  # gloves, yes -> bandage
+    rubric = rubric_from_dict(doc, "rubric")
+    assert list(rubric.graph.roots) == ["scene_safe"] and rubric.graph.levels["bandage"] == 2
+    # one left unlocked by nothing becomes a second root, and the app says so
+    at.text_input(key="ef_name").set_value("radio")
+    at.text_area(key="ef_question").set_value("Radio in?")
+    at.text_area(key="ef_rule_1_any").set_value("radio")
+    at.button(key="edit_apply").click().run()
+    assert any("'radio' is now a root" in t and "2 roots" in t for t in texts(at.warning))
+    # editing: the parents are shown, and cutting the last one (police's) is announced too
+    at.selectbox(key="edit_target").set_value("police").run()
+    assert at.multiselect(key="ef_parents").value == ["scene_safe=0"]
+    at.multiselect(key="ef_parents").set_value([])
+    at.button(key="edit_apply").click().run()
+    assert any("'police' is now a root" in t for t in texts(at.warning))
+    assert at.session_state.doc["requirements"][2]["dependencies"] == {
+        1.0: ["gloves"]
+    }  # scene_safe, no -> (end)

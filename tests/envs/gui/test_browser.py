@@ -31,7 +31,9 @@ def need_browser() -> None:
     pytest.importorskip("selenium")
 
 
-def add(app: App, name: str, yes: str, no: str, unlock_yes: str = "", unlock_no: str = "") -> None:
+def add(
+    app: App, name: str, yes: str, no: str, unlock_yes: str = "", unlock_no: str = "", unlocked_by: str = ""
+) -> None:
     app.type("ef_name", name)
     app.type("ef_question", f"Does the reply handle {name}?")
     app.type("ef_rule_1_any", yes)
@@ -40,6 +42,8 @@ def add(app: App, name: str, yes: str, no: str, unlock_yes: str = "", unlock_no:
         app.pick("ef_dep_1", unlock_yes)
     if unlock_no:
         app.pick("ef_dep_0", unlock_no)
+    if unlocked_by:
+        app.pick("ef_parents", unlocked_by)
     app.click("edit_apply")
     app.wait_text(f"added requirement '{name}'")
 
@@ -74,10 +78,18 @@ def test_build_grade_and_save_in_chromium(tmp_path: Path) -> None:
             app.type("grade_truth_gloves", "1")
             app.type("grade_reply", "The scene is safe, so I go in. I put on gloves first.")
             app.click("grade_run")
-            text = app.wait_text("Path taken")
+            app.wait_text("Path taken")
+            text = app.wait_text("1.000")  # the metric may draw after the path under load
             assert "Path taken: scene_safe → gloves" in text
             assert "1.000" in text  # the whole ground-truth path satisfied: normalised reward 1
             driver.save_screenshot(str(tmp_path / "grade.png"))
+
+            # a fourth requirement, unlocked by gloves' yes when it is added: no extra root
+            app.section("Requirements")
+            app.pick("edit_target", "(new requirement)")
+            add(app, "bandage", "bandage", "no bandage", unlocked_by="gloves: 1 (yes)")
+            assert "is now a root" not in app.text()
+            app.wait_text("valid · 4 requirements", "section[data-testid='stSidebar']")
 
             app.section("Rubric")
             assert not (work / "branching.yaml").exists()  # nothing is written before an explicit save
@@ -87,8 +99,9 @@ def test_build_grade_and_save_in_chromium(tmp_path: Path) -> None:
         finally:
             driver.quit()
     rubric = load_rubric(work / "branching.yaml")
-    assert [r.name for r in rubric.requirements] == ["gloves", "police", "scene_safe"]
+    assert [r.name for r in rubric.requirements] == ["gloves", "police", "scene_safe", "bandage"]
     assert rubric.graph.requirements["scene_safe"].dependencies == {1.0: ["gloves"], 0.0: ["police"]}
+    assert rubric.graph.requirements["gloves"].dependencies == {1.0: ["bandage"]}
     assert rubric.roots == ["scene_safe"]
     assert (tmp_path / "grade.png").stat().st_size > 10_000
     print(f"browser test took {time.monotonic() - started:.1f} s; screenshots in {tmp_path}")

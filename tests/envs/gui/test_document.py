@@ -173,3 +173,19 @@ def test_judges_and_strategy() -> None:
     assert doc["reward_strategy"] == {"type": "progressive", "normalized": False, "growth": 2.0}
     rubric, _ = document.build(doc)
     assert rubric is not None and rubric.reward_strategy.params == {"growth": 2.0}
+
+
+def test_set_parents_and_roots() -> None:
+    doc = {"requirements": branching_requirements()}
+    assert document.roots(doc) == ["scene_safe"]
+    doc = document.add_requirement(doc, {"name": "bandage", "question": "Dressed?"})
+    assert document.roots(doc) == ["scene_safe", "bandage"]  # nothing unlocks it yet
+    doc = document.set_parents(doc, "bandage", [("gloves", 1.0), ("police", 0.0)])
+    assert document.roots(doc) == ["scene_safe"]
+    assert document.parents(doc, "bandage") == [("gloves", 1.0), ("police", 0.0)]
+    assert document.find(doc, "gloves")["dependencies"] == {1.0: ["bandage"]}
+    doc = document.set_parents(doc, "bandage", [("gloves", 1.0)])
+    assert "dependencies" not in document.find(doc, "police")  # the emptied branch is removed
+    doc = document.set_parents(doc, "gloves", [])
+    assert document.roots(doc) == ["scene_safe", "gloves"]
+    assert document.find(doc, "scene_safe")["dependencies"] == {0.0: ["police"]}
