@@ -10,6 +10,7 @@ picked from existing names per answer value, never typed as data. ``requirement_
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ REQUIREMENT_KINDS = ("binary", "discrete", "continuous", "unit_vector")
 """Requirement types, in the order the editor offers them."""
 RULE_KINDS = tuple(k for k in RULE_KEYS if k != "regex")
 """Phrase lists of a rule spec, as the library defines them (one phrase per line in the editor); ``regex``
-is a single line."""
+is one pattern, which its box may show over several lines (``join_regex``)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def requirement_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
             phrases = parse_lines(fields.get(f"rule_{slot.key}_{rule_kind}"))
             if phrases:
                 spec[rule_kind] = phrases
-        regex = str(fields.get(f"rule_{slot.key}_regex") or "").strip()
+        regex = join_regex(fields.get(f"rule_{slot.key}_regex"))
         if regex:
             spec["regex"] = regex
         if spec:
@@ -177,6 +178,30 @@ def requirement_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if rules:
         req["rules"] = rules
     return req
+
+
+def join_regex(text: Any) -> str:
+    """The pattern typed in the multi-line regex box: its lines joined as they are, ends stripped (a long
+    pattern may be broken over lines for reading; a line break is never part of it)."""
+    return "".join(str(text or "").splitlines()).strip()
+
+
+def wrap_regex(text: Any, width: int = 100) -> str:
+    """How tall the regex box must be: the pattern cut into ``width``-character lines (display only)."""
+    pattern = str(text or "")
+    return "\n".join(pattern[i : i + width] for i in range(0, max(1, len(pattern)), width))
+
+
+def regex_problem(text: Any) -> str | None:
+    """Why the typed pattern does not compile (None when it does or is blank)."""
+    pattern = join_regex(text)
+    if not pattern:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"the regex does not compile: {exc}"
+    return None
 
 
 def name_problem(name: str) -> str | None:

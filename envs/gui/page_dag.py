@@ -9,8 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from envs.gui import state
+from envs.gui.dag_labels import answer_names, labelled_svg
+from envs.gui.document import find
 from envs.gui.editor import fmt
-from rubrics.multistep.show import describe, to_svg
+from rubrics.multistep.show import describe
 
 
 def render() -> None:
@@ -27,7 +29,7 @@ def render() -> None:
     c[2].metric("roots", len(graph.roots))
     c[3].metric("terminals", sum(1 for r in graph.requirements.values() if r.is_terminal))
     c[4].metric("paths", graph.count_paths())
-    svg = to_svg(rubric)
+    svg = labelled_svg(rubric, state.doc())
     data = base64.b64encode(svg.encode()).decode()
     st.markdown(
         f'<div data-testid="rubric-dag" style="overflow-x:auto"><img alt="rubric DAG" '
@@ -35,7 +37,8 @@ def render() -> None:
         unsafe_allow_html=True,
     )
     st.caption(
-        "one row per level; roots pink, terminals blue; an edge is labelled with the answer that unlocks it "
+        "one row per level; roots pink, terminals blue; an edge is labelled with the answer (its option name) "
+        "that unlocks it "
         "(green: first answer, red: second, blue: third, grey: several)"
     )
     for issue in issues:
@@ -50,9 +53,11 @@ def render() -> None:
     for req in graph.requirements.values():
         if req.is_terminal:
             continue
+        names = answer_names(find(state.doc(), req.name))
         for key, children in req.dependencies.items():
+            answer = names.get(float(key), fmt(key)) if isinstance(key, int | float) else str(key)
             rows.append(
-                {"requirement": req.name, "answer": fmt(key), "unlocks": ", ".join(children) or "(end)"}
+                {"requirement": req.name, "answer": answer, "unlocks": ", ".join(children) or "(end)"}
             )
     st.markdown("**Branching points** (what each answer unlocks)")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -307,12 +307,28 @@ RULE_LABELS = {
 """Editor labels of the library's rule keys (others are shown by their key)."""
 
 
+def _box_height(text: Any, least: int = 100, most: int = 400) -> int:
+    """A text box tall enough for its lines (about 24 px each), within [least, most]."""
+    lines = max(1, len(str(text or "").splitlines()))
+    return max(least, min(most, 24 * lines + 40))
+
+
 def _rule_fields(slots: list[editor.Slot], issues: list[Issue], target: str) -> None:
+    ss = st.session_state
     with st.expander("Rules (for rule judges): the first answer whose rule matches the reply", expanded=True):
         for slot in slots:
             st.markdown(f"answer **{slot.label}**")
-            cols = st.columns(len(editor.RULE_KINDS) + 1)
-            for col, kind in zip(cols, editor.RULE_KINDS, strict=False):
-                col.text_area(RULE_LABELS.get(kind, kind), key=f"{PREFIX}rule_{slot.key}_{kind}", height=80)
-            cols[-1].text_input("regex", key=f"{PREFIX}rule_{slot.key}_regex")
+            cols = st.columns(len(editor.RULE_KINDS))
+            for col, kind in zip(cols, editor.RULE_KINDS, strict=True):
+                key = f"{PREFIX}rule_{slot.key}_{kind}"
+                col.text_area(RULE_LABELS.get(kind, kind), key=key, height=_box_height(ss.get(key)))
+            key = f"{PREFIX}rule_{slot.key}_regex"
+            st.text_area(
+                "regex (one pattern, matched case-insensitively; the box wraps it, line breaks are dropped)",
+                key=key,
+                height=_box_height(editor.wrap_regex(ss.get(key)), least=68, most=300),
+            )
+            problem = editor.regex_problem(ss.get(key))
+            if problem:
+                st.error(f"answer {slot.label}: {problem}")
         _issues_for(issues, "rules", target)

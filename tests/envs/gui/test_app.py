@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ pytest.importorskip("streamlit")
 
 from streamlit.testing.v1 import AppTest
 
-from envs.gui import extras
+from envs.gui import extras, page_requirements
 from envs.gui.launch import APP, DIR_ENV, FILE_ENV
 from rubrics.multistep.io import load_rubric, load_scenarios, rubric_from_dict, rubric_to_dict
 
@@ -380,3 +381,30 @@ def test_a_new_requirement_is_unlocked_where_the_author_says_and_a_new_root_is_a
     assert at.session_state.doc["requirements"][2]["dependencies"] == {
         1.0: ["gloves"]
     }  # scene_safe, no -> (end)
+
+
+def test_rules_as_users_write_them_and_dag_labels_with_option_names(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path
+) -> None:
+    at = start(monkeypatch, workdir, "rubrics/first_responder.yaml")
+    go(at, "Requirements")
+    at.selectbox(key="edit_target").set_value("hazard_type").run()
+    regex = at.text_area(key="ef_rule_0_regex")  # a long pattern in a multi-line box, not a one-line input
+    assert len(regex.value) > 150
+    phrases = at.text_area(key="ef_rule_0_any")
+    assert len(phrases.value.splitlines()) > 3
+    assert page_requirements._box_height(phrases.value) > 4 * 24  # the box is sized to show them all
+    # a pattern broken over lines for reading is one pattern; a broken pattern is named under its box
+    at.text_area(key="ef_rule_0_regex").set_value("\\b(assailants?|attackers?\n|weapons?)\\b")
+    at.button(key="edit_apply").click().run()
+    rules = next(r for r in at.session_state.doc["requirements"] if r["name"] == "hazard_type")["rules"]
+    assert rules[0.0]["regex"] == "\\b(assailants?|attackers?|weapons?)\\b"
+    at.text_area(key="ef_rule_0_regex").set_value("(unclosed").run()
+    assert any("the regex does not compile" in t for t in texts(at.error))
+    go(at, "DAG & paths")
+    branches = at.dataframe[0].value
+    answers = set(branches[branches["requirement"] == "scene_safety"]["answer"])
+    assert answers == {"1 (yes)", "0 (no)"}
+    svg = next(m.value for m in at.markdown if "data:image/svg+xml;base64," in m.value)
+    drawing = base64.b64decode(svg.split("base64,")[1].split('"')[0]).decode()
+    assert ">1 yes</text>" in drawing and ">0 no</text>" in drawing and ">any answer</text>" in drawing

@@ -189,3 +189,16 @@ def test_set_parents_and_roots() -> None:
     doc = document.set_parents(doc, "gloves", [])
     assert document.roots(doc) == ["scene_safe", "gloves"]
     assert document.find(doc, "scene_safe")["dependencies"] == {0.0: ["police"]}
+
+
+def test_dag_edge_labels_name_the_options() -> None:
+    from envs.gui.dag_labels import edge_labels, labelled_svg
+    from rubrics.multistep.show import to_svg
+
+    source = ROOT / "configs" / "rubrics" / "incident_triage.yaml"
+    rubric, doc = load_rubric(source), document.load_document(str(source))
+    labels = edge_labels(rubric, doc)
+    assert ("0", "0: no customer impact int…") in labels  # a discrete option's meaning, shortened
+    svg = labelled_svg(rubric, doc)
+    assert svg != to_svg(rubric) and ">0: no customer impact int…</text>" in svg
+    assert labelled_svg(rubric, {"requirements": []}).count("<text") == to_svg(rubric).count("<text")
