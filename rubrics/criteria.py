@@ -1,4 +1,4 @@
-"""Weighted-criteria rubrics (seed 002): ``Criterion``, reports, and ``CriteriaRubric`` with its loaders.
+"""Weighted-criteria rubrics: ``Criterion``, reports, and ``CriteriaRubric`` with its loaders.
 
 A criterion is a requirement with a weight: positive for a desired trait, negative for an error (a MET
 negative criterion subtracts its weight). ``CriteriaRubric`` loads from a flat list of criteria, a list of
@@ -70,6 +70,13 @@ class EvaluationReport(BaseModel):
     """The model's 0-100 score for ``RubricAsJudgeGrader``; otherwise ``raw_score``."""
     report: list[CriterionReport] | None = None
     """Per-criterion verdict, requirement and reason; None for ``RubricAsJudgeGrader``."""
+
+
+ALL_ZERO = (
+    "every criterion's weight is 0: nothing can be earned or lost, every score would be 0/0 "
+    "(expected at least one non-zero weight)"
+)
+"""Why a criteria list whose weights are all zero is refused."""
 
 
 class CriteriaLoadError(FileLoadError):
@@ -150,6 +157,8 @@ class CriteriaRubric:
         """The criteria, in order (their indices are the one-shot grader's ``criterion_idx``)."""
         if not self.criteria:
             raise CriteriaLoadError(doc.file, "no criteria (expected at least one criterion)")
+        if not any(c.weight for c in self.criteria):
+            raise CriteriaLoadError(doc.file, ALL_ZERO)
         self.autograder = autograder
         """Used by ``grade`` when none is passed."""
 
@@ -166,7 +175,10 @@ class CriteriaRubric:
         items = _items(doc, doc.data, ())
         if not items:
             raise _error(doc, (), "no criteria (expected at least one criterion)")
-        return cls([_criterion(doc, where, item) for where, item in items])
+        criteria = [_criterion(doc, where, item) for where, item in items]
+        if not any(c.weight for c in criteria):
+            raise _error(doc, (*items[0][0], "weight"), ALL_ZERO)
+        return cls(criteria)
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<yaml>") -> CriteriaRubric:

@@ -14,7 +14,9 @@ it is a ``ValueError``, so callers that catch ``ValueError`` keep working.
   a key repeated in one mapping is an error naming both lines (the last one would silently win, which is
   how a user loses a branch); ``1e-3`` is a number (YAML 1.1 reads a float without a dot as a string);
   nesting deeper than ``MAX_DEPTH`` and alias expansions beyond ``MAX_ALIAS_NODES`` nodes (a "billion
-  laughs" file) are refused before anything walks the document. ``parse_yaml_document`` also returns the
+  laughs" file) are refused before anything walks the document; so are characters YAML forbids (a NUL
+  byte), named with their line, and the ``!!set``, ``!!omap`` and ``!!pairs`` tags (no file of this project
+  holds a set: a list written as ``!!set {a, b}`` would lose its order and pass for a list). ``parse_yaml_document`` also returns the
   line of every key and item, so later checks can name the line of the field they refuse.
 
 How to write a message: see ``rubrics.messages`` (``show``, ``field_path``, ``schema_problem``);
@@ -148,6 +150,24 @@ def _size(node: Any, seen: dict[int, int] | None = None) -> int:
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _SCIENTIFIC, list("-+0123456789"))
 
 
+class _RefusedTag(yaml.constructor.ConstructorError):
+    """A tag the strict loader does not build (the YAML is valid; the file is still refused)."""
+
+
+def _refuse(written_as: str) -> Any:
+    """A constructor that refuses its tag, saying what to write instead."""
+
+    def construct(loader: _StrictLoader, node: Any) -> Any:
+        tag = "!!" + node.tag.rsplit(":", 1)[-1]
+        raise _RefusedTag(None, None, f"a {tag} is not allowed here (write {written_as})", node.start_mark)
+
+    return construct
+
+
+for _tag, _written_as in (("set", "a list: [a, b]"), ("omap", "a mapping"), ("pairs", "a mapping")):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse(_written_as))
+
+
 E = TypeVar("E", bound=FileLoadError)
 
 Place = tuple[Any, ...]
@@ -184,18 +204,26 @@ class Document:
 
 def parse_yaml_document(text: str, source: str | Path = "<string>") -> Document:
     """One YAML document, strictly (see the module docstring), with the line of every key and item."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids, found before parsing starts
+        raise _reader_error(exc, text, source) from None
     try:
         node = loader.get_single_node()
         if node is None:
             return Document(None, str(source))
         data = loader.construct_document(node)
         return Document(data, str(source), _line_map(loader, node))
+    except _RefusedTag as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
+        raise FileLoadError(source, str(exc.problem), line) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         reason = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise FileLoadError(source, f"not valid YAML: {reason}", line) from None
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, source) from None
     except yaml.YAMLError as exc:
         raise FileLoadError(source, f"not valid YAML: {exc}") from None
     except RecursionError:
@@ -204,6 +232,16 @@ def parse_yaml_document(text: str, source: str | Path = "<string>") -> Document:
         ) from None
     finally:
         loader.dispose()
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, source: str | Path) -> FileLoadError:
+    """A character YAML forbids, with its line and column."""
+    before = text[: exc.position]
+    line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+    name = "a NUL byte" if exc.character == 0 else f"the control character U+{exc.character:04X}"
+    return FileLoadError(
+        source, f"not valid YAML: {name} at column {column} (YAML does not allow it in a file)", line
+    )
 
 
 def parse_yaml(text: str, source: str | Path = "<string>") -> Any:

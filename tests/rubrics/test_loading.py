@@ -5,7 +5,8 @@ corpus cannot hold, and the other loaders.
 A corpus file starts with ``# expect:`` lines: ``# expect: MESSAGE`` (exit 2, MESSAGE the only output on
 stderr) or ``# expect: ok`` (exit 0); ``# expect warning: MESSAGE`` (a warning printed, exit 0) and
 ``# expect --strict: MESSAGE`` (what ``--strict`` refuses it with). MESSAGE starts with the file's name, so
-it reads as the user sees it. ``scenarios_*.yaml`` files are checked against ``scenario_rubric.yaml``."""
+it reads as the user sees it. ``scenarios_*.yaml`` files are checked against ``scenario_rubric.yaml``;
+``criteria_*.yaml`` files are weighted-criteria lists, read by ``CriteriaRubric.from_file``."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def _expectations(path: Path) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(set(CORPUS.glob("*.yaml")) - set(CORPUS.glob("criteria_*.yaml"))), ids=lambda p: p.name
+)
 def test_every_corpus_file_gets_its_message(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expected = _expectations(path)
     assert len(expected[""]) == 1, "every corpus file starts with one '# expect:' line"
@@ -64,6 +67,15 @@ def test_every_corpus_file_gets_its_message(path: Path, capsys: pytest.CaptureFi
     for message in expected["--strict"]:
         code, out, err = _validate(path, capsys, "--strict")
         assert code == 2 and err.strip() == f"{PREFIX}{CORPUS}/{message}" and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("criteria_*.yaml")), ids=lambda p: p.name)
+def test_every_criteria_corpus_file_gets_its_message(path: Path) -> None:
+    """``criteria_*.yaml`` files are weighted-criteria lists, read by ``CriteriaRubric.from_file``."""
+    [expected] = _expectations(path)[""]
+    with pytest.raises(CriteriaLoadError) as err:
+        CriteriaRubric.from_file(path)
+    assert str(err.value) == f"{CORPUS}/{expected}"
 
 
 def test_scenario_warnings_reach_the_caller_and_strict_raises() -> None:
