@@ -17,6 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    from train.preflight import PreflightError, check_inputs
+
+    try:
+        check_inputs(cfg, args[0], args[1:])  # every file the config names, before any model is loaded
+    except PreflightError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
     from envs.models.loading import VersionError
     from train.trainer import train
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,8 +16,10 @@ from envs.multistep_env import (
     example_scenario,
     scenario_example,
 )
-from rubrics.multistep.io import load_rubric, load_scenarios
+from rubrics.loading import FileLoadError, parse_jsonl
+from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.probe import PolicyScore
+from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from train.config import TrainConfig
 
@@ -46,11 +48,7 @@ def _single_turn(
 ) -> tuple[Environment, list[dict[str, Any]], list[dict[str, Any]]]:
     from rubrics.batch import import_rubric
 
-    assert cfg.env.data is not None  # checked by the config
-    examples = [json.loads(line) for line in Path(cfg.env.data).read_text().splitlines() if line.strip()]
-    for i, example in enumerate(examples):
-        if "prompt" not in example:
-            raise ValueError(f"{cfg.env.data}:{i + 1}: field 'prompt' is missing")
+    examples = single_turn_examples(cfg)
     train, held = _held_out(cfg, examples)
     env = SingleTurnEnv(
         examples,
@@ -63,9 +61,25 @@ def _single_turn(
     return env, train, held
 
 
-def _multistep(
-    cfg: TrainConfig, tokenizer: Any, sampling: SamplingParams
-) -> tuple[Environment, list[dict[str, Any]], list[dict[str, Any]]]:
+def single_turn_examples(cfg: TrainConfig) -> list[dict[str, Any]]:
+    """The examples of ``env.data`` (JSONL); ``FileLoadError`` names the file, the line and the field."""
+    assert cfg.env.data is not None  # checked by the config
+    examples = []
+    for line, example in parse_jsonl(cfg.env.data):
+        if not isinstance(example, dict) or "prompt" not in example:
+            raise FileLoadError(cfg.env.data, "is missing", line, "prompt")
+        examples.append(example)
+    return examples
+
+
+def multistep_inputs(
+    cfg: TrainConfig, warn: Callable[[RubricFileError], None] | None = None
+) -> tuple[MultiStepRubric, list[Scenario], list[Scenario]]:
+    """The rubric (its judge chosen and pointed as ``env`` says), the training and the held-out scenarios.
+
+    Raises:
+        FileLoadError: a file's error, naming the file, the line and the field.
+        ValueError: a config field that does not fit the files, as ``env.<field>: what is wrong``."""
     rubric = load_rubric(cfg.env.rubric)
     if cfg.env.judge is not None:
         if cfg.env.judge not in rubric.judges:
@@ -74,12 +88,19 @@ def _multistep(
             )
         rubric.default_judge = cfg.env.judge
     _override_judge_endpoint(cfg, rubric)
-    scenarios = load_scenarios(_scenario_path(cfg.env.scenarios), rubric)
+    scenarios = load_scenarios(scenario_path(cfg.env.scenarios), rubric, warn=warn)
     if cfg.env.eval_scenarios:
-        train, held = scenarios, load_scenarios(_scenario_path(cfg.env.eval_scenarios), rubric)
-        _check_disjoint(cfg, train, held)
-    else:
-        train, held = _held_out(cfg, scenarios)
+        held = load_scenarios(scenario_path(cfg.env.eval_scenarios), rubric, warn=warn)
+        _check_disjoint(cfg, scenarios, held)
+        return rubric, scenarios, held
+    train, held = _held_out(cfg, scenarios)
+    return rubric, train, held
+
+
+def _multistep(
+    cfg: TrainConfig, tokenizer: Any, sampling: SamplingParams
+) -> tuple[Environment, list[dict[str, Any]], list[dict[str, Any]]]:
+    rubric, train, held = multistep_inputs(cfg)
     env = MultiStepMultiTurnEnv(
         rubric,
         [*train, *held],
@@ -92,7 +113,7 @@ def _multistep(
     return env, [scenario_example(s) for s in train], [scenario_example(s) for s in held]
 
 
-def _scenario_path(path: str) -> Path:
+def scenario_path(path: str) -> Path:
     """A scenario file, or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
     p = Path(path)
     return p / "scenarios.yaml" if p.is_dir() else p
