@@ -8,8 +8,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from envs.gui import document, extras, grading, state
+from envs.gui import document, extras, grading, scenario_doc, state
 from envs.gui.editor import fmt
+from envs.gui.workspace import SCENARIO_SUFFIXES, WorkspaceError
+from rubrics.multistep.io import RubricFileError
 from rubrics.multistep.rubric import MultiStepRubric
 
 TYPED = "(ground truth typed here)"
@@ -33,6 +35,48 @@ def _use_scenario() -> None:
         ss.grade_prompt = prompt if isinstance(prompt, str) else str(prompt)
         if isinstance(scenario.get("completion"), str):
             ss.grade_reply = scenario["completion"]
+
+
+def _open_scenarios() -> None:
+    """Load a scenario file here, to grade against one of its scenarios without typing its answers."""
+    ss = st.session_state
+    rubric, _ = state.built()
+    try:
+        path = state.ws().read_path(str(ss.get("grade_sc_open") or ""))
+        ss.scenarios = scenario_doc.load(str(path), rubric)
+    except (WorkspaceError, RubricFileError) as exc:
+        state.flash("error", f"could not load scenarios: {exc}")
+        return
+    labels = [s.get("name") or f"scenario {i}" for i, s in enumerate(state.scenarios())]
+    if labels:
+        ss.grade_source = labels[0]
+        _use_scenario()
+    state.flash("success", f"loaded {len(labels)} scenarios from {state.ws().relative(path)}")
+
+
+def _copy_truth() -> None:
+    """Put the chosen scenario's answers into the typed fields, to grade against a variation of them."""
+    ss = st.session_state
+    scenario = _scenario(ss.get("grade_source", TYPED))
+    if scenario is None:
+        return
+    for name in document.names(state.doc()):
+        entry = (scenario.get("answers") or {}).get(name)
+        value = entry.get("answer") if isinstance(entry, dict) else entry
+        if isinstance(value, list):
+            ss[f"grade_truth_{name}"] = ", ".join(fmt(v) for v in value)
+        else:
+            ss[f"grade_truth_{name}"] = "" if value is None else fmt(value)
+    ss.grade_source = TYPED
+
+
+def _truth_table(scenario: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    for name, entry in (scenario.get("answers") or {}).items():
+        value = entry.get("answer") if isinstance(entry, dict) else entry
+        shown = ", ".join(fmt(v) for v in value) if isinstance(value, list) else fmt(value)
+        rows.append({"requirement": name, "true answer": shown})
+    return pd.DataFrame(rows)
 
 
 def _answers(names: list[str]) -> tuple[dict[str, Any], dict[str, str], Any]:
@@ -79,7 +123,26 @@ def render() -> None:
     labels = [s.get("name") or f"scenario {i}" for i, s in enumerate(state.scenarios())]
     if ss.get("grade_source") not in [TYPED, *labels]:
         ss.grade_source = TYPED
+    files = state.ws().files(SCENARIO_SUFFIXES)
+    c1, c2 = st.columns([3, 1])
+    c1.selectbox(
+        "Scenario file (its scenarios' answers are the ground truth)",
+        files,
+        index=None,
+        key="grade_sc_open",
+        placeholder="choose a file",
+    )
+    c2.button("Load scenarios", key="grade_sc_load", on_click=_open_scenarios, disabled=not files)
     st.selectbox("Ground truth from", [TYPED, *labels], key="grade_source", on_change=_use_scenario)
+    chosen = _scenario(ss.grade_source)
+    if chosen is not None:
+        with st.expander(f"ground truth of {ss.grade_source}", expanded=False):
+            st.dataframe(_truth_table(chosen), hide_index=True, width="stretch")
+        st.button(
+            "Copy these answers into typed ground truth (to vary them)",
+            key="grade_copy",
+            on_click=_copy_truth,
+        )
     if ss.grade_source == TYPED:
         st.caption("the true answer of each requirement for this situation (blank: not part of it)")
         cols = st.columns(3)

@@ -143,6 +143,9 @@ class App:
         from selenium.webdriver.common.keys import Keys
 
         box = self.wait_for(f".st-key-{key} input, .st-key-{key} textarea")
+        self.driver.execute_script(
+            "arguments[0].scrollIntoView({block: 'center'});", box
+        )  # not under the toolbar
         box.click()
         box.send_keys(Keys.CONTROL, "a")
         box.send_keys(Keys.DELETE)
@@ -159,6 +162,7 @@ class App:
 
         for option in options:
             box = self.wait_for(f".st-key-{key} input")
+            self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", box)
             box.click()
             box.send_keys(option)
             deadline = time.monotonic() + self.timeout_s
@@ -182,7 +186,9 @@ class App:
 
     def click(self, key: str) -> None:
         """Press a button."""
-        self.wait_for(f".st-key-{key} button").click()
+        button = self.wait_for(f".st-key-{key} button")
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+        button.click()
         self.idle()
 
     def wait_text(self, needle: str, css: str = "section.stMain, [data-testid='stMain']") -> str:

@@ -408,3 +408,23 @@ def test_rules_as_users_write_them_and_dag_labels_with_option_names(
     svg = next(m.value for m in at.markdown if "data:image/svg+xml;base64," in m.value)
     drawing = base64.b64decode(svg.split("base64,")[1].split('"')[0]).decode()
     assert ">1 yes</text>" in drawing and ">0 no</text>" in drawing and ">any answer</text>" in drawing
+
+
+def test_grade_against_a_chosen_scenarios_ground_truth(
+    monkeypatch: pytest.MonkeyPatch, workdir: Path
+) -> None:
+    rubric = load_rubric(workdir / "rubrics" / "first_responder.yaml")
+    first = load_scenarios(workdir / "scenarios" / "first_responder.yaml", rubric)[0]
+    at = start(monkeypatch, workdir, "rubrics/first_responder.yaml")
+    go(at, "Grade a reply")
+    at.selectbox(key="grade_sc_open").set_value("scenarios/first_responder.yaml").run()
+    at.button(key="grade_sc_load").click().run()
+    assert at.selectbox(key="grade_source").value == first.name  # loaded here, the first one chosen
+    at.text_area(key="grade_reply").set_value("The scene is safe, so I approach.")
+    at.button(key="grade_run").click().run()
+    assert not at.error, texts(at.error)
+    assert any(m.value.startswith("**Ideal path**") and "scene_safety" in m.value for m in at.markdown)
+    at.button(key="grade_copy").click().run()  # the answers, editable
+    assert at.selectbox(key="grade_source").value == "(ground truth typed here)"
+    expected = first.answers["scene_safety"]["answer"]
+    assert float(at.text_input(key="grade_truth_scene_safety").value) == expected
