@@ -167,7 +167,7 @@ def main() -> None:
     parser.add_argument(
         "--eval-group", type=int, default=3, help="rollouts per held-out scenario (16 of them)"
     )
-    parser.add_argument("--out", default=None, help="run folder (default: a temporary one)")
+    parser.add_argument("--out", default=None, help="work folder (default: a temporary one); gets result.json")
     args = parser.parse_args()
 
     import torch
@@ -291,6 +291,7 @@ def main() -> None:
             for k, v in evals.items()
         },
     }
+    (work / "result.json").write_text(json.dumps(out, indent=2, default=float))
     print(json.dumps(out, indent=2, default=float))
 
 

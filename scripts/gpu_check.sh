@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU check: the `gpu` tests, then the GPU benchmark (benchmarks/rollout_step.py: the main job's rollout
+# shape on randomly initialised SmolLM2-135M and Qwen2.5-1.5B architectures), as one JSON on stdout.
+# Needs no network; meant to finish within 8 minutes on one H100 or H200.
+#   scripts/gpu_check.sh                       on a CUDA host, after ./install.sh
+#   GPU_CHECK_ARCHS=tiny scripts/gpu_check.sh  a dry run of the script itself (e.g. on a CPU)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+[ -x "$PY" ] || PY=python3
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USE_HUB_KERNELS=NO TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+OUT="$(mktemp -d)"
+ARCHS="${GPU_CHECK_ARCHS:-smollm2-135m qwen2.5-1.5b}"
+
+timeout 240 "$PY" -m pytest -m gpu tests/train/test_gpu.py -q -p no:cacheprovider \
+    --junitxml="$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+echo "$?" >"$OUT/tests.rc"
+for arch in $ARCHS; do
+    case "$arch" in
+        qwen2.5-1.5b) args=(--steps 2 --no-eval) ;;  # the larger model: the step only
+        *) args=(--steps 4) ;;
+    esac
+    timeout 200 "$PY" benchmarks/rollout_step.py --arch "$arch" "${args[@]}" --out "$OUT/$arch" \
+        >"$OUT/$arch.json" 2>"$OUT/$arch.err"
+    echo "$?" >"$OUT/$arch.rc"
+done
+
+"$PY" - "$OUT" $ARCHS <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+
+out, archs = Path(sys.argv[1]), sys.argv[2:]
+report = {"check": "gpu_check", "tests": {"exit": int((out / "tests.rc").read_text())}}
+try:
+    suite = ET.parse(out / "tests.xml").getroot()
+    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
+    report["tests"].update({k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")})
+    report["tests"]["failed"] = [
+        c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None
+    ]
+except (OSError, ET.ParseError):
+    report["tests"]["log_tail"] = (out / "tests.log").read_text(errors="replace")[-2000:]
+for arch in archs:
+    try:
+        report[arch] = json.loads((out / arch / "result.json").read_text())
+    except (OSError, ValueError):
+        report[arch] = {
+            "exit": int((out / f"{arch}.rc").read_text()),
+            "stderr_tail": (out / f"{arch}.err").read_text(errors="replace")[-2000:],
+        }
+print(json.dumps(report, indent=2))
+EOF
