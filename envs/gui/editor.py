@@ -136,6 +136,7 @@ def fields_from_requirement(req: dict[str, Any]) -> dict[str, Any]:
         for rule_kind in RULE_KINDS:
             fields[f"rule_{slot_key(key)}_{rule_kind}"] = "\n".join(spec.get(rule_kind) or [])
         fields[f"rule_{slot_key(key)}_regex"] = str(spec.get("regex") or "")
+        fields[f"rule_{slot_key(key)}_negation_aware"] = bool(spec.get("negation_aware", True))
     return fields
 
 
@@ -169,6 +170,8 @@ def requirement_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
         regex = join_regex(fields.get(f"rule_{slot.key}_regex"))
         if regex:
             spec["regex"] = regex
+        if spec and fields.get(f"rule_{slot.key}_negation_aware") is False:  # the default (true) is left out
+            spec["negation_aware"] = False
         if spec:
             rules[slot.value] = spec
     if deps:

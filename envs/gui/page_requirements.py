@@ -260,6 +260,7 @@ def _type_fields(kind: str, issues: list[Issue], target: str) -> list[editor.Slo
         for key, blank in [
             (f"dep_{slot.key}", []),
             *[(f"rule_{slot.key}_{k}", "") for k in (*editor.RULE_KINDS, "regex")],
+            (f"rule_{slot.key}_negation_aware", True),
         ]:
             ss.setdefault(PREFIX + key, blank)
     return slots
@@ -327,6 +328,10 @@ def _rule_fields(slots: list[editor.Slot], issues: list[Issue], target: str) -> 
                 "regex (one pattern, matched case-insensitively; the box wraps it, line breaks are dropped)",
                 key=key,
                 height=_box_height(editor.wrap_regex(ss.get(key)), least=68, most=300),
+            )
+            st.checkbox(
+                "negation-aware phrases (a phrase after 'not', 'never', ... does not count as said)",
+                key=f"{PREFIX}rule_{slot.key}_negation_aware",
             )
             problem = editor.regex_problem(ss.get(key))
             if problem:

@@ -202,3 +202,21 @@ def test_dag_edge_labels_name_the_options() -> None:
     svg = labelled_svg(rubric, doc)
     assert svg != to_svg(rubric) and ">0: no customer impact int…</text>" in svg
     assert labelled_svg(rubric, {"requirements": []}).count("<text") == to_svg(rubric).count("<text")
+
+
+def test_a_rules_negation_switch_survives_the_editor() -> None:
+    """A rule with ``negation_aware: false`` keeps it through the editor's fields (it was dropped on Apply)."""
+    req = {
+        "name": "no_vomit",
+        "type": "binary",
+        "question": "Does the responder warn not to make the person vomit?",
+        "rules": {
+            1: {"any": ["do not induce"], "regex": "vomit", "negation_aware": False},
+            0: {"any": ["x"]},
+        },
+    }
+    fields = editor.fields_from_requirement(req)
+    assert fields["rule_1_negation_aware"] is False and fields["rule_0_negation_aware"] is True
+    back = editor.requirement_from_fields(fields)
+    assert back["rules"][1]["negation_aware"] is False
+    assert "negation_aware" not in back["rules"][0]  # the default stays implicit
