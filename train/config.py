@@ -245,7 +245,9 @@ class LoggingConfig(Section):
     checkpoint_every: int = Field(10, ge=1)
     """Save a checkpoint every this many steps (and at the end)."""
     eval_every: int = Field(0, ge=0)
-    """Evaluate on held-out scenarios every this many steps (0: only before and after training)."""
+    """Evaluate on held-out scenarios every this many steps as well (0: only before and after training): each
+    evaluation goes to ``eval_step_<k>/`` and its numbers are logged as ``eval/...`` at step k, the curve of
+    ``report.png``'s held-out panel (before training is step 0; after training is ``eval_final/``)."""
     eval_group_size: int = Field(4, ge=1)
     """Rollouts per held-out scenario in evaluations."""
     progress: bool = True

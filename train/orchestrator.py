@@ -13,7 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envs.backends.base import InferenceBackend
@@ -33,6 +33,9 @@ class StepRollouts:
     """Wall time of generation and scoring together (they overlap)."""
     policy_version: int
     """The optimiser step whose weights were current when these rollouts were requested."""
+    decode: dict[str, float] = field(default_factory=dict)
+    """What the backend's decode loops did for this step (``envs.backends.decode.DecodeStats``; empty for a
+    backend that counts nothing, such as a vLLM server)."""
 
     @property
     def weight_versions(self) -> list[int]:
@@ -181,10 +184,15 @@ class Orchestrator:
 
         torch.manual_seed(self.seed * 1_000_003 + step)  # sampling of this step depends on (seed, step) only
         start = time.perf_counter()
+        stats = getattr(self.backend, "stats", None)
+        before = replace(stats) if stats is not None else None
         groups = await asyncio.gather(
             *(self.env.run_group(self.examples[i], self.backend, self.group_size) for i in indices)
         )
         elapsed = time.perf_counter() - start
         return StepRollouts(
-            groups=score_groups(groups, self.advantage), generate_s=elapsed, policy_version=policy_version
+            groups=score_groups(groups, self.advantage),
+            generate_s=elapsed,
+            policy_version=policy_version,
+            decode=stats.since(before).as_dict() if stats is not None and before is not None else {},
         )

@@ -113,6 +113,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         metrics = step_metrics(rollouts, step, cfg, batch_stats, seconds)
         _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
         progress(step + 1, metrics)
+        if _evaluate_now(cfg, step + 1) and eval_examples:  # the held-out curve of a long run
+            logger.log(step + 1, _numbers(evaluate(f"eval_step_{step + 1}"), "eval/"))
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
     after = None
@@ -276,6 +278,7 @@ def step_metrics(
     metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)
     tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
     metrics.update({f"train/{k}": v for k, v in batch_stats.items()})
+    metrics.update({f"decode/{k}": v for k, v in rollouts.decode.items()})
     metrics.update(
         {
             "time/generate_and_score_s": rollouts.generate_s,
@@ -314,6 +317,13 @@ def _log_and_save(
         save_checkpoint(
             accelerator, Path(cfg.logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
         )
+
+
+def _evaluate_now(cfg: TrainConfig, done: int) -> bool:
+    """Whether ``logging.eval_every`` asks for a held-out evaluation after step ``done`` (the last step is
+    evaluated anyway, as ``eval_final/``)."""
+    every = cfg.logging.eval_every
+    return every > 0 and done % every == 0 and done < cfg.max_steps
 
 
 def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:

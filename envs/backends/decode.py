@@ -34,21 +34,80 @@ class Decoding:
     stop_ids: list[int]
     """Tokens that end a row (kept in its output); a finished row is fed ``pad_id`` after."""
     pad_id: int
+    row_max_tokens: list[int] | None = None
+    """Each row's own token limit (None: ``max_new_tokens`` for all); a row stops at its limit, so requests
+    whose budgets differ share one batch."""
+    row_min_tokens: list[int] | None = None
+    """Each row's own ``min_new_tokens`` (None: ``min_new_tokens`` for all)."""
+    sync_every: int = 1
+    """Check whether every row has stopped once per this many tokens: each check waits for the device, so
+    on a GPU a few tokens decoded past the end (fed and returned as ``pad_id``) cost less than a stall per
+    token."""
 
 
-def decode(model: Any, input_ids: Any, attention_mask: Any, cache: Any, how: Decoding) -> tuple[Any, Any]:
+@dataclass
+class DecodeStats:
+    """What the decode loops of a backend did (hardware-independent: they predict a GPU's load)."""
+
+    forwards: int = 0
+    """Decode forward passes (one new token per row each); prefills are not counted."""
+    rows: int = 0
+    """Rows summed over those passes."""
+    live_rows: int = 0
+    """Rows summed over those passes that had not stopped yet (the rest are fed padding)."""
+    prefills: int = 0
+    """Prefill forward passes."""
+    batches: int = 0
+    """Batches decoded."""
+
+    def since(self, earlier: DecodeStats) -> DecodeStats:
+        """The counts added after ``earlier`` (a copy of these stats taken then)."""
+        return DecodeStats(
+            *(
+                getattr(self, f) - getattr(earlier, f)
+                for f in ("forwards", "rows", "live_rows", "prefills", "batches")
+            )
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        """The counts, and rows per decode forward (all and live)."""
+        per = max(self.forwards, 1)
+        return {
+            "decode_forwards": float(self.forwards),
+            "prefill_forwards": float(self.prefills),
+            "batches": float(self.batches),
+            "rows_per_forward": self.rows / per,
+            "live_rows_per_forward": self.live_rows / per,
+        }
+
+
+def decode(
+    model: Any,
+    input_ids: Any,
+    attention_mask: Any,
+    cache: Any,
+    how: Decoding,
+    stats: DecodeStats | None = None,
+) -> tuple[Any, Any]:
     """Sample up to ``how.max_new_tokens`` tokens after each left-padded row of ``input_ids``; returns the
     tokens and their logprobs, both [rows, steps] (steps stop early once every row has stopped). ``cache``,
     when given, holds every prompt token but the last (the shared prefill)."""
     import torch
 
+    device = input_ids.device
+    rows = input_ids.shape[0]
     mask = attention_mask
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     feed, feed_positions = (input_ids, positions) if cache is None else (input_ids[:, -1:], positions[:, -1:])
-    stop = torch.tensor(how.stop_ids, dtype=torch.long, device=input_ids.device)
-    done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+    stop = torch.tensor(how.stop_ids, dtype=torch.long, device=device)
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    max_R = torch.tensor(how.row_max_tokens or [how.max_new_tokens] * rows, device=device)  # [R]
+    min_R = torch.tensor(how.row_min_tokens or [how.min_new_tokens] * rows, device=device)  # [R]
+    steps = int(max_R.max()) if how.row_max_tokens else how.max_new_tokens
+    live = torch.zeros((), dtype=torch.long, device=device)
     tokens, logprobs = [], []
-    for step in range(how.max_new_tokens):
+    for step in range(steps):
+        live += (~done).sum()
         out = model(
             input_ids=feed,
             attention_mask=mask,
@@ -59,27 +118,40 @@ def decode(model: Any, input_ids: Any, attention_mask: Any, cache: Any, how: Dec
         )
         cache = out.cache
         logits_RV = out.logits[:, -1, :].float()
-        token_R, logprob_R = _pick(logits_RV, how, allow_stop=step >= how.min_new_tokens)
+        allow_stop = step >= how.min_new_tokens if how.row_min_tokens is None else step >= min_R
+        token_R, logprob_R = _pick(logits_RV, how, allow_stop=allow_stop)
         token_R = token_R.masked_fill(done, how.pad_id)
         tokens.append(token_R)
         logprobs.append(logprob_R)
-        done |= torch.isin(token_R, stop)
-        if bool(done.all()):
+        done |= torch.isin(token_R, stop) | (max_R <= step + 1)
+        if (step + 1) % how.sync_every == 0 and bool(done.all()):
             break
         feed, feed_positions = token_R[:, None], positions[:, -1:] + 1 + step
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+    if stats is not None:
+        stats.forwards += len(tokens)
+        stats.rows += rows * len(tokens)
+        stats.live_rows += int(live)
+        stats.batches += 1
     return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
 
 
-def _pick(logits_RV: Any, how: Decoding, allow_stop: bool) -> tuple[Any, Any]:
-    """One token per row and its logprob under ``log_softmax(logits / temperature)``."""
+def _pick(logits_RV: Any, how: Decoding, allow_stop: Any) -> tuple[Any, Any]:
+    """One token per row and its logprob under ``log_softmax(logits / temperature)``; ``allow_stop`` is a
+    bool for every row or a [R] bool tensor (min_tokens per row)."""
     import torch
 
     temperature = how.temperature if how.temperature > 0 else 1.0
     logprobs_RV = torch.log_softmax(logits_RV / temperature, dim=-1)
     choice_RV = logprobs_RV
-    if not allow_stop:  # min_tokens: the stop tokens cannot be chosen yet
-        choice_RV = choice_RV.index_fill(1, torch.tensor(how.stop_ids, device=logits_RV.device), -torch.inf)
+    stop_ids = torch.tensor(how.stop_ids, device=logits_RV.device)
+    if isinstance(allow_stop, bool):
+        if not allow_stop:  # min_tokens: the stop tokens cannot be chosen yet
+            choice_RV = choice_RV.index_fill(1, stop_ids, -torch.inf)
+    else:  # per row: the rows still under their min_tokens cannot choose a stop token
+        blocked_RV = torch.zeros_like(choice_RV, dtype=torch.bool)
+        blocked_RV[:, stop_ids] = True
+        choice_RV = choice_RV.masked_fill(blocked_RV & ~allow_stop[:, None], -torch.inf)
     token_R = choice_RV.argmax(dim=-1) if how.temperature <= 0 else _inverse_cdf(choice_RV, how.top_p)
     return token_R, logprobs_RV.gather(1, token_R[:, None]).squeeze(1)
 

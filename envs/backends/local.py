@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.backends.base import Sample, SamplingParams, WeightSource
-from envs.backends.decode import Decoding, decode, packed_linears
+from envs.backends.decode import DecodeStats, Decoding, decode, packed_linears
 
 
 @dataclass
@@ -69,6 +69,8 @@ class LocalBackend:
             1, thread_name_prefix="local-backend"
         )
         """The single thread that runs ``generate`` (see the module docstring); shareable with a trainer."""
+        self.stats = DecodeStats()
+        """What the decode loops did so far (forwards, rows per forward); the trainer logs it per step."""
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -104,7 +106,7 @@ class LocalBackend:
         return await request.future
 
     async def _drain(self) -> None:
-        await asyncio.sleep(0)  # let every coroutine that is about to call generate() enqueue first
+        await self._gather_requests()
         while self._queue:
             batch = self._take_batch()
             try:
@@ -119,6 +121,24 @@ class LocalBackend:
             for request, samples in zip(batch, results, strict=True):
                 if not request.future.done():
                     request.future.set_result(samples)
+            await self._gather_requests()
+
+    async def _gather_requests(self, quiet_ticks: int = 3, most_ticks: int = 200) -> None:
+        """Let the event loop run until no new request has come for ``quiet_ticks`` turns of it (at most
+        ``most_ticks``), so that every rollout whose reply was just delivered, and is judged and re-prompted
+        without waiting on I/O (rule judges, the chat template), joins the next batch instead of a batch of
+        its own a moment later. Counted in loop turns, not seconds: the batches, and so the sampled tokens,
+        do not depend on the machine's speed."""
+        quiet, seen = 0, -1
+        for _ in range(most_ticks):
+            rows = sum(r.params.n for r in self._queue)
+            if rows >= self.max_batch_rows:
+                return
+            quiet = quiet + 1 if rows == seen else 0
+            if quiet >= quiet_ticks:
+                return
+            seen = rows
+            await asyncio.sleep(0)
 
     def _take_batch(self) -> list[_Request]:
         """The oldest request plus every queued one with the same settings, up to ``max_batch_rows``."""
@@ -151,24 +171,32 @@ class LocalBackend:
         device = next(self.model.parameters()).device
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         stop_ids = list(dict.fromkeys([*self.eos_token_ids, *params.stop_token_ids]))
+        row_max = [r.params.max_tokens for r in batch for _ in range(r.params.n)]
         how = Decoding(
-            max_new_tokens=params.max_tokens,
+            max_new_tokens=max(row_max),
             min_new_tokens=params.min_tokens,
             temperature=params.temperature,
             top_p=params.top_p,
             stop_ids=stop_ids,
             pad_id=self.pad_token_id,
+            row_max_tokens=row_max,
+            row_min_tokens=[r.params.min_tokens for r in batch for _ in range(r.params.n)],
+            sync_every=1 if device.type == "cpu" else 8,
         )
         pack = packed_linears(self.model) if self.pack_weights else contextlib.nullcontext()
         with self.lock, torch.inference_mode(), pack:
             cache = self._shared_prefill(rows, input_ids, attention_mask) if self.share_prefill else None
             if params.seed is not None:
                 torch.manual_seed(params.seed)
-            generated, logprobs = decode(self.model, input_ids, attention_mask, cache, how)
+            if cache is not None:
+                self.stats.prefills += 1
+            generated, logprobs = decode(self.model, input_ids, attention_mask, cache, how, self.stats)
             version = self.weight_version  # the weights cannot change while the lock is held
         generated, logprobs = generated.cpu(), logprobs.cpu()  # [rows, steps]
-        samples = [
-            self._sample(generated[i].tolist(), logprobs[i].tolist(), stop_ids, version)
+        samples = [  # a row's tokens past its own max_tokens are padding
+            self._sample(
+                generated[i, : row_max[i]].tolist(), logprobs[i, : row_max[i]].tolist(), stop_ids, version
+            )
             for i in range(len(rows))
         ]
         results, start = [], 0
@@ -264,14 +292,8 @@ def _sampling_copy(policy: Any, dtype: str | None) -> Any:
 
 
 def _batch_key(params: SamplingParams) -> tuple[Any, ...]:
-    return (
-        params.temperature,
-        params.top_p,
-        params.max_tokens,
-        params.min_tokens,
-        params.stop_token_ids,
-        params.seed,
-    )
+    """Requests that may share a batch (``max_tokens`` and ``min_tokens`` are per row)."""
+    return (params.temperature, params.top_p, params.stop_token_ids, params.seed)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:

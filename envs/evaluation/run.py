@@ -71,7 +71,11 @@ async def evaluate_to_dir(
     import torch
 
     torch.manual_seed(seed)
-    summary, states = await run_eval(env, backend, examples, n, out_dir / "rollouts.jsonl", progress=False)
+    # every group at once: the backend batches all the evaluation's rollouts, as it does a training step's
+    rollouts_path = out_dir / "rollouts.jsonl"
+    summary, states = await run_eval(
+        env, backend, examples, n, rollouts_path, concurrency=max(len(examples), 1), progress=False
+    )
     plot_summary(summary, states, out_dir / "eval.png")
     (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str))
     return summary.as_dict()

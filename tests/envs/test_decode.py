@@ -111,3 +111,54 @@ def test_packed_linears_compute_what_linear_does_and_restore_it(
     assert torch.allclose(packed.float(), plain.float(), atol=1e-4 if dtype == torch.float32 else 3e-2)
     assert torch.equal(again, plain)
     assert not any("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def _backend(tiny_model_dir: Path):  # type: ignore[no-untyped-def]
+    from envs.backends.local import LocalBackend
+
+    return LocalBackend.from_pretrained(str(tiny_model_dir))
+
+
+def test_requests_with_different_budgets_share_one_batch_and_stop_at_their_own(tiny_model_dir: Path) -> None:
+    import asyncio
+
+    from envs.backends.base import SamplingParams
+
+    backend = _backend(tiny_model_dir)
+
+    async def run() -> list[int]:
+        calls = [
+            backend.generate([5, 6, 7], SamplingParams(n=1, max_tokens=t, min_tokens=t, temperature=1.0))
+            for t in (3, 7, 5)
+        ]
+        groups = await asyncio.gather(*calls)
+        await backend.close()
+        return [len(g[0].completion_ids) for g in groups]
+
+    assert asyncio.run(run()) == [3, 7, 5]
+    assert backend.stats.batches == 1 and backend.stats.forwards == 7  # the longest row's tokens
+    assert backend.stats.live_rows == 3 + 7 + 5  # every row counted while it was live
+
+
+def test_rollouts_reprompted_after_judging_decode_in_one_batch(tiny_model_dir: Path) -> None:
+    """Rollouts whose replies arrive together, are judged (a few event-loop turns, no I/O) and ask again,
+    join one batch again rather than a batch each: two turns of 6 rollouts are two batches."""
+    import asyncio
+
+    from envs.backends.base import SamplingParams
+
+    backend = _backend(tiny_model_dir)
+    params = SamplingParams(n=1, max_tokens=4, min_tokens=4, temperature=1.0)
+
+    async def rollout(i: int) -> None:
+        (first,) = await backend.generate([5, 6, i], params)
+        for _ in range(i):  # judging takes a different number of loop turns per rollout
+            await asyncio.sleep(0)
+        await backend.generate([5, 6, i, *first.completion_ids, 9], params)
+
+    async def run() -> None:
+        await asyncio.gather(*(rollout(i) for i in range(6)))
+        await backend.close()
+
+    asyncio.run(run())
+    assert backend.stats.batches == 2 and backend.stats.rows == 2 * 6 * 4

@@ -328,3 +328,29 @@ def test_pure_bf16_weights_at_a_small_learning_rate_are_refused(tiny_model_dir: 
         "tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.dtype=bfloat16", "optim.learning_rate=1e-2"
     )
     assert load_policy(fine, Accelerator(cpu=True)).model is not None
+
+
+@pytest.mark.slow
+def test_eval_every_draws_the_held_out_curve(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """``logging.eval_every``: a held-out evaluation every k steps, logged as ``eval/`` at its step, in its own
+    folder, and plotted in the held-out panel of ``report.png``."""
+    from train.report import panel_keys, read_metrics
+
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "run"
+    cfg = run_config("tiny_test.yaml", tiny_model_dir, run, "max_steps=3", "logging.eval_every=1")
+    train(cfg)
+    rows = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in rows if "eval/reward_mean" in r] == [
+        0,
+        1,
+        2,
+    ]  # before training, then steps 1, 2
+    assert [r["step"] for r in rows if "eval_final/reward_mean" in r] == [3]
+    assert (run / "eval_step_1" / "summary.json").is_file() and (
+        run / "eval_step_2" / "rollouts.jsonl"
+    ).is_file()
+    assert not (run / "eval_step_3").exists()  # the last step's evaluation is eval_after
+    keys = sorted({k for r in rows for k in r})
+    assert "eval/reward_mean" in panel_keys(keys)["Held-out evaluation"]
+    assert (run / "report.png").stat().st_size > 10_000
