@@ -250,6 +250,10 @@ class LoggingConfig(Section):
     ``report.png``'s held-out panel (before training is step 0; after training is ``eval_final/``)."""
     eval_group_size: int = Field(4, ge=1)
     """Rollouts per held-out scenario in evaluations."""
+    eval_temperature: float | None = Field(None, ge=0.0, allow_inf_nan=False)
+    """Sampling temperature of the held-out evaluations (None: ``rollout.temperature``). 0 decodes greedily:
+    no sampling noise, so the interval of a before/after difference is the scenarios' alone (one rollout
+    per scenario is then enough: ``eval_group_size: 1``)."""
     progress: bool = True
     """Show a live progress bar."""
 

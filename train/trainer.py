@@ -81,9 +81,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
 
     # -- 4. evaluate before training ----------------------------------------------------------------------
+    eval_env = _at_temperature(env, cfg.logging.eval_temperature)
+
     def evaluate(folder: str) -> dict[str, Any]:  # the same sampling noise before and after training
         n, out = cfg.logging.eval_group_size, run_dir / folder
-        return loop.run(evaluate_to_dir(env, backend, eval_examples, n, out, seed=cfg.seed + 424_242))
+        return loop.run(evaluate_to_dir(eval_env, backend, eval_examples, n, out, seed=cfg.seed + 424_242))
 
     before = evaluate("eval_before") if start_step == 0 and eval_examples else None
     if before is not None:
@@ -317,6 +319,19 @@ def _log_and_save(
         save_checkpoint(
             accelerator, Path(cfg.logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
         )
+
+
+def _at_temperature(env: Any, temperature: float | None) -> Any:
+    """``env`` itself, or a shallow copy that samples at ``temperature`` (the training rollouts, which may be
+    in flight during an evaluation, keep theirs)."""
+    import copy
+    from dataclasses import replace
+
+    if temperature is None:
+        return env
+    evaluation = copy.copy(env)
+    evaluation.sampling = replace(env.sampling, temperature=temperature)
+    return evaluation
 
 
 def _evaluate_now(cfg: TrainConfig, done: int) -> bool:

@@ -354,3 +354,20 @@ def test_eval_every_draws_the_held_out_curve(tiny_model_dir: Path, tmp_path: Pat
     keys = sorted({k for r in rows for k in r})
     assert "eval/reward_mean" in panel_keys(keys)["Held-out evaluation"]
     assert (run / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_greedy_evaluation(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """``logging.eval_temperature: 0``: held-out rollouts decode greedily (the rollouts of one scenario are
+    alike), while training keeps sampling at ``rollout.temperature``."""
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "run"
+    overrides = ("max_steps=1", "logging.eval_temperature=0", "logging.eval_group_size=3")
+    train(run_config("tiny_test.yaml", tiny_model_dir, run, *overrides))
+    by_prompt: dict[str, set[str]] = {}
+    for line in (run / "eval_before" / "rollouts.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        by_prompt.setdefault(json.dumps(row["prompt"]), set()).add(json.dumps(row["completion"]))
+    assert by_prompt and all(len(completions) == 1 for completions in by_prompt.values())
+    (step,) = [r for r in metrics(run) if "train/loss" in r]
+    assert step["diversity/distinct_fraction"] > 0.25  # training rollouts still differ within a group
