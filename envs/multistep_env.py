@@ -1,4 +1,4 @@
-"""``MultiStepMultiTurnEnv``: the progressive-reveal environment of seed 004.
+"""``MultiStepMultiTurnEnv``: the progressive-reveal environment of multi-step rubrics.
 
 Each model reply is judged against the current frontier of requirements (concurrently). A requirement
 judged correct unlocks the requirements of its ground-truth answer. Those unlocked by a requirement

@@ -1,4 +1,4 @@
-"""The training sequence of a rollout (DESIGN.md section 3).
+"""The training sequence of a rollout, built from its token ids (``docs/architecture.md``: the trajectory).
 
 Initial prompt ids, then per turn the model's ids (loss mask 1) and the environment's ids (loss mask 0).
 Attention covers every real token; only the loss is masked. Built from the trajectory, whose turns must

@@ -16,7 +16,7 @@ Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_c
   with atol 1e-8) or fewer than two healthy rollouts has no signal: every advantage is 0.0.
 - ``batch``: TRL still subtracts the *group* mean but divides by the sample std of every healthy reward of
   the generation batch (all groups): ``(r - mean_group) / (std_batch + eps)``; zero-variance groups get 0.0.
-- ``none``: ``reward - mean``, the rubric API's advantage (seeds 001 and 003). Its mean is taken around the
+- ``none``: ``reward - mean``, ``Rubric.score_group``'s advantage. Its mean is taken around the
   first healthy reward (``centred_mean``), so equal rewards give exactly 0.0 with no tolerance, and nothing
   is zeroed. The scaled advantages keep the plain ``fsum`` mean (``plain_mean``): the two differ in the last
   bit of some means, and each path keeps the numbers it always had (the trainer's losses are bit-identical).

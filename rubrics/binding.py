@@ -7,10 +7,10 @@ value shared by the whole group. Registered class objects (the parser, a scorer,
 their registration name. A function with ``**kwargs`` receives everything.
 
 A required argument that no injectable name satisfies is recorded at registration (``unresolved``); a
-class object registered later under that name resolves it (seed 003 registers the function first and
-its scorer second). Scoring refuses to start while one is still unresolved, with an error that names the
-function, the argument, what can be injected and the close matches, so a misspelled name never silently
-becomes ``None`` and no reward function or judge runs first.
+class object registered later under that name resolves it (a rubric may register a function first and
+the scorer it names second). Scoring refuses to start while one is still unresolved, with an error that
+names the function, the argument, what can be injected and the close matches, so a misspelled name never
+silently becomes ``None`` and no reward function or judge runs first.
 """
 
 from __future__ import annotations

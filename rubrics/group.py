@@ -1,4 +1,4 @@
-"""``RubricGroup``: several rubrics scored together, rewards and same-named metrics summed (seed 000).
+"""``RubricGroup``: several rubrics scored together, rewards and same-named metrics summed.
 
 Departures from the peers, on purpose: advantages are recomputed from the aggregated rewards (never a
 child's stale per-rubric advantage), and ``timing["scoring_ms"]`` is the group's real wall time (children

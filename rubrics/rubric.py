@@ -1,4 +1,4 @@
-"""``Rubric``: weighted reward functions with arguments injected by name (seeds 001 and 003).
+"""``Rubric``: weighted reward functions with arguments injected by name (``rubrics.binding``).
 
 Scoring contract (what ``score_rollout`` and ``score_group`` write into each state):
 

@@ -27,7 +27,7 @@ Messages = list[dict[str, Any]]
 
 
 class TrajectoryStep(TypedDict, total=False):
-    """One model turn of a rollout, exactly as the inference engine saw it (DESIGN.md section 3)."""
+    """One model turn of a rollout, exactly as the inference engine saw it (never re-tokenised)."""
 
     prompt_ids: list[int]
     """Token ids the engine consumed for this turn (the whole context, not just the new part)."""

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # train.types is imported by code that must load without torc
 
 @dataclass
 class TrainBatch:
-    """Training sequences of one optimiser step (DESIGN.md section 3), as tensors."""
+    """Training sequences of one optimiser step, as tensors (built from the rollouts' token ids)."""
 
     input_ids_BT: torch.Tensor
     """[B, T] int64: prompt, model and environment tokens, right-padded with the pad id."""

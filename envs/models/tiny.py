@@ -1,8 +1,8 @@
 """A tiny random Qwen2-style causal LM with a locally trained byte-level BPE tokenizer.
 
-The fixture model of unit and integration tests (DESIGN.md section 5): built from a config in about a
-second, no hub download, loadable by both transformers and vLLM (head_dim 32, which vLLM's CPU attention
-kernel supports; section 6b). The weights are random, so its output is gibberish, but it is
+The fixture model of unit and integration tests (``docs/architecture.md``: models without a hub): built
+from a config in about a second, no hub download, loadable by both transformers and vLLM (head_dim 32, which
+vLLM's CPU attention kernel supports). The weights are random, so its output is gibberish, but it is
 deterministic for a given seed, which is what tests comparing two engines need.
 
 torch, transformers and tokenizers are imported inside the functions: ``envs`` may depend on them, but

@@ -1,6 +1,6 @@
 """Start, health-check and stop a local vLLM OpenAI-compatible server in its own virtual environment.
 
-vLLM lives in ``.venv-vllm`` (``./install.sh --with-vllm``; DESIGN.md sections 4 and 6b), apart from the
+vLLM lives in ``.venv-vllm`` (``./install.sh --with-vllm``; it pins its own torch), apart from the
 trainer's environment, so the server always runs as a subprocess of that interpreter::
 
     with VllmServer(model_dir, max_model_len=512) as server:

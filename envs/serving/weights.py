@@ -1,6 +1,6 @@
 """Push new policy weights into running vLLM servers without restarting them (the trainer's side).
 
-CPU path (what runs here; DESIGN.md section 6b): the state dict is written as one safetensors file in a
+CPU path (what runs here; ``docs/architecture.md``): the state dict is written as one safetensors file in a
 temporary folder (in ``/dev/shm`` when it exists, so the "file" is shared memory), then for every server,
 concurrently:
 

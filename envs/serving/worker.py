@@ -1,4 +1,4 @@
-"""Server-side weight reloads for a running vLLM server (the CPU path of DESIGN.md section 6b).
+"""Server-side weight reloads for a running vLLM server (the file path of ``envs.serving.weights``).
 
 Loaded into vLLM's workers with ``--worker-extension-cls envs.serving.worker.WeightSyncExtension`` (vLLM
 mixes the class into its ``Worker``), its methods are called through ``POST /collective_rpc`` when the

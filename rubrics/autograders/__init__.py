@@ -1,5 +1,5 @@
-"""Weighted-criteria autograders (seed 002), drop-in compatible with the public ``rubric`` library's
-generate functions and output schemas."""
+"""Weighted-criteria autograders (per criterion, one shot, holistic), drop-in compatible with the public
+``rubric`` library's generate functions and output schemas."""
 
 from rubrics.autograders.graders import (
     Autograder,

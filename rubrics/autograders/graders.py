@@ -1,5 +1,5 @@
-"""The three autograders of seed 002. Each takes ``generate_fn(system_prompt, user_prompt)``, sync or async,
-returning its output schema (or a dict, or JSON text), plus ``normalize=True`` and an optional
+"""The three weighted-criteria autograders. Each takes ``generate_fn(system_prompt, user_prompt)``, sync or
+async, returning its output schema (or a dict, or JSON text), plus ``normalize=True`` and an optional
 ``system_prompt``. ``Grader.from_client(client)`` builds one on the LLM judge client with no user code.
 
 An output that does not fit (a missing criterion, an index out of range, a bad status) raises

@@ -1,4 +1,4 @@
-"""Seed 002's scoring formulas, exactly, in one place.
+"""The weighted-criteria autograders' scoring formulas, exactly, in one place.
 
 Per-criterion graders (a MET criterion adds its weight, an UNMET one nothing):
 

@@ -314,7 +314,7 @@ def format_from_dict(data: Mapping[str, Any]) -> JudgeResponseFormat:
 
 
 binary_judge_response_format = BinaryJudgeResponseFormat()
-"""The default yes/no format (seed 004): answer 1.0 or 0.0."""
+"""The default yes/no format of requirement judges: answer 1.0 or 0.0."""
 
 continuous_judge_response_format = ContinuousJudgeResponseFormat()
 """Any number in [0, 1]."""

@@ -2,7 +2,7 @@
 
 They answer in the binary format (1.0 or 0.0) and satisfy the same ``Judge`` protocol as LLM judges, so a
 rubric mixes them freely. Keywords match whole words, case-insensitively: ``ems`` does not match "items"
-(DESIGN.md section 7).
+(``docs/architecture.md``: rule judges).
 """
 
 from __future__ import annotations

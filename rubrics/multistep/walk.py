@@ -1,6 +1,6 @@
 """Walking a multi-step rubric over replies: frontier by frontier, judged concurrently.
 
-Semantics (seed 004: paths advance on correct judgments): a requirement is judged on the reply and is
+Semantics (paths advance on correct judgments): a requirement is judged on the reply and is
 correct when the judged answer agrees with the scenario's ground truth; a correct requirement unlocks the
 requirements of its **ground-truth** answer; an incorrect one closes its branch. A requirement reached by
 two branches is judged once. What a correct requirement with a revealed text unlocks waits for the next
