@@ -103,7 +103,8 @@ def decode(
     done = torch.zeros(rows, dtype=torch.bool, device=device)
     max_R = torch.tensor(how.row_max_tokens or [how.max_new_tokens] * rows, device=device)  # [R]
     min_R = torch.tensor(how.row_min_tokens or [how.min_new_tokens] * rows, device=device)  # [R]
-    steps = int(max_R.max()) if how.row_max_tokens else how.max_new_tokens
+    steps = max(how.row_max_tokens) if how.row_max_tokens else how.max_new_tokens
+    longest_min = max(how.row_min_tokens) if how.row_min_tokens else how.min_new_tokens
     live = torch.zeros((), dtype=torch.long, device=device)
     tokens, logprobs = [], []
     for step in range(steps):
@@ -118,8 +119,9 @@ def decode(
         )
         cache = out.cache
         logits_RV = out.logits[:, -1, :].float()
-        allow_stop = step >= how.min_new_tokens if how.row_min_tokens is None else step >= min_R
-        token_R, logprob_R = _pick(logits_RV, how, allow_stop=allow_stop)
+        # past every row's min_tokens (the usual case from the first step): no per-row mask to build
+        allow_stop = step >= longest_min or (step >= min_R if how.row_min_tokens else False)
+        token_R, logprob_R = _pick(logits_RV, how, allow_stop=allow_stop, stop_ids=stop)
         token_R = token_R.masked_fill(done, how.pad_id)
         tokens.append(token_R)
         logprobs.append(logprob_R)
@@ -136,15 +138,17 @@ def decode(
     return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
 
 
-def _pick(logits_RV: Any, how: Decoding, allow_stop: Any) -> tuple[Any, Any]:
+def _pick(logits_RV: Any, how: Decoding, allow_stop: Any, stop_ids: Any = None) -> tuple[Any, Any]:
     """One token per row and its logprob under ``log_softmax(logits / temperature)``; ``allow_stop`` is a
-    bool for every row or a [R] bool tensor (min_tokens per row)."""
+    bool for every row or a [R] bool tensor (min_tokens per row). ``stop_ids``: ``how.stop_ids`` as a tensor
+    on the logits' device, made once per batch by the caller (a copy to a GPU per token would wait for it)."""
     import torch
 
     temperature = how.temperature if how.temperature > 0 else 1.0
     logprobs_RV = torch.log_softmax(logits_RV / temperature, dim=-1)
     choice_RV = logprobs_RV
-    stop_ids = torch.tensor(how.stop_ids, device=logits_RV.device)
+    if allow_stop is not True and stop_ids is None:
+        stop_ids = torch.tensor(how.stop_ids, device=logits_RV.device)
     if isinstance(allow_stop, bool):
         if not allow_stop:  # min_tokens: the stop tokens cannot be chosen yet
             choice_RV = choice_RV.index_fill(1, stop_ids, -torch.inf)
