@@ -1,33 +1,28 @@
-"""The end-of-run PNG report of the main curves, and the diversity metrics a run logs every step.
+"""The end-of-run report of a run: ``report.png``, the few curves a researcher reads first, and ``report.md``,
+the held-out evaluations before and after training; and the diversity metrics a run logs every step.
 
-``write_report`` plots whatever keys ``metrics.jsonl`` holds, one panel per family of metric, so that each
-panel holds values of one scale. A key joins the first panel, in the order below, whose regular expression
-it contains (``re.search``); ``reward/mean`` and ``reward/std`` make the first panel, and the figure shows the
-panels in a reading order (reward, evaluation, requirements, diversity, ..., time):
+``report.png`` draws these panels from ``metrics.jsonl`` (every other metric is in wandb); a panel with
+nothing logged is left out:
 
-==================================  ================================================  ==========================
-panel                               pattern                                           e.g.
-==================================  ================================================  ==========================
-Reward (mean ± std)                 ``reward/mean`` with a band from ``reward/std``   ``reward/mean``
-Held-out evaluation                 ``^eval``                                         ``eval_final/reward_mean``
-Time split (s per step)             ``^time/``                                        ``time/train_s``
-Throughput (tokens/s)               ``per_s|throughput``                              ``tokens_per_s/generate``
-Memory (GiB)                        ``^memory/``                                      ``memory/peak_rss_gib``
-Diversity and repetition            ``distinct|repetition|diversity``                 ``diversity/distinct_2``
-Requirements: pass rate and depth   ``requirement|^req/|depth``                       ``req/call_ems``
-Reward per function                 ``^reward/|^reward_fn/``                          ``reward_fn/keywords``
-Advantages and groups               ``advantage|zero_var|^groups/``                   ``advantage/std``
-Policy and importance ratios        ``ratio``                                         ``train/is/ratio_mean``
-KL and clip fractions               ``kl`` between separators, ``clip``, ``is/``      ``train/clip/low_frac``
-Entropy                             ``entropy``                                       ``train/entropy``
-Stop reasons and errors             ``^stop/|error``                                  ``stop/length``
-Turns and truncation                ``turns|truncat``                                 ``turns/mean``
-Lengths (tokens)                    ``length|tokens``                                 ``length/completion_...``
-Loss                                ``loss``                                          ``train/loss``
-Gradient norm                       ``grad``                                          ``train/grad_norm``
-Learning rate                       ``learning_rate`` or ``lr`` between separators    ``train/learning_rate``
-Other                               anything else (the first 8 keys)                  ``rollouts``
-==================================  ================================================  ==========================
+==============================  =================================================  =========================
+panel                           what                                               keys
+==============================  =================================================  =========================
+Held-out evaluation             mean reward with its 95% interval at each          ``eval/reward_mean`` (step
+                                evaluation; the rubric probe's trivial policies    0 and every
+                                (``probe.json``) as horizontal lines               ``logging.eval_every``),
+                                                                                   ``eval_warm_start/...``,
+                                                                                   ``eval_final/...``
+Training reward (mean ± std)    the rollouts' reward, a band of one std            ``reward/mean``, ``reward/std``
+Requirement pass rates          per requirement, over the step's rollouts          ``req/...``
+KL and clipping                 KL (left axis), clip fractions (right axis)        ``train/kl/...``, ``train/clip/...``
+Lengths (tokens)                completion tokens per rollout                      ``length/..._tokens_...``
+Time split (s per step)         waiting for rollouts, the update, the weight sync  ``time/{wait,train,sync}_s``
+Memory (GiB)                    peak host and GPU memory                           ``memory/...``
+==============================  =================================================  =========================
+
+The interval of a held-out evaluation is clustered by scenario (``rubrics.multistep.probe.clustered_mean_ci``)
+when its folder (``eval_before/``, ``eval_step_<k>/``, ``eval_warm_start/``, ``eval_after/``) holds its
+rollouts, as in ``report.md``; otherwise the logged ``reward_ci95``.
 """
 
 from __future__ import annotations
@@ -37,57 +32,59 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 
-_REWARD_TITLE = "Reward (mean ± std)"
-_PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern) in matching order: the first match wins
-    ("Held-out evaluation", r"^eval"),
-    ("Time split (s per step)", r"^time/"),
-    ("Throughput (tokens/s)", r"per_s|throughput"),
+HELD_OUT = "Held-out evaluation"
+_REWARD = "Training reward (mean ± std)"
+_PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern of its keys), in reading order
+    (HELD_OUT, r"^eval(_warm_start|_final)?/reward_mean$"),
+    (_REWARD, r"^reward/mean$"),
+    ("Requirement pass rates", r"^req/"),
+    ("KL and clipping", r"(^|/)kl/|(^|/)clip/.*frac"),
+    ("Lengths (tokens)", r"^length/.*tokens"),
+    ("Time split (s per step)", r"^time/(wait|train|sync)_s$"),
     ("Memory (GiB)", r"^memory/"),
-    ("Diversity and repetition", r"distinct|repetition|diversity"),
-    ("Requirements: pass rate and depth", r"requirement|^req/|depth"),
-    ("Reward per function", r"^reward/|^reward_fn/"),
-    ("Advantages and groups", r"advantage|zero_var|^groups/"),
-    ("Policy and importance ratios", r"ratio"),
-    ("KL and clip fractions", r"(^|[/_])kl([/_]|$)|clip|(^|/)is/"),
-    ("Entropy", r"entropy"),
-    ("Stop reasons and errors", r"^stop/|error"),
-    ("Turns and truncation", r"turns|truncat"),
-    ("Lengths (tokens)", r"length|tokens"),
-    ("Loss", r"loss"),
-    ("Gradient norm", r"grad"),
-    ("Learning rate", r"learning_rate|(^|[/_])lr([/_]|$)"),
 )
-_DISPLAY_ORDER = (  # reading order of the figure
-    _REWARD_TITLE,
-    "Held-out evaluation",
-    "Requirements: pass rate and depth",
-    "Reward per function",
-    "Diversity and repetition",
-    "Lengths (tokens)",
-    "Turns and truncation",
-    "Stop reasons and errors",
-    "KL and clip fractions",
-    "Policy and importance ratios",
-    "Entropy",
-    "Advantages and groups",
-    "Loss",
-    "Gradient norm",
-    "Learning rate",
-    "Time split (s per step)",
-    "Throughput (tokens/s)",
-    "Memory (GiB)",
-    "Other",
-)
-_REWARD_MEAN, _REWARD_STD = "reward/mean", "reward/std"
-_NOT_METRICS = {"step", "wall_time"}
-_MAX_OTHER = 8
+_RIGHT_AXIS = re.compile(r"(^|/)clip/")  # fractions, drawn beside the KL on their own scale
+_EVALUATIONS = {  # prefix of a held-out evaluation's metrics -> its curve (after training joins the others)
+    "eval/": "held-out",
+    "eval_warm_start/": "after the warm start",
+    "eval_final/": "held-out",
+}
 _MAX_LEGEND = 12
+
+
+@dataclass
+class Series:
+    """One curve of a panel."""
+
+    label: str
+    """The legend's entry (the metric's key, or an evaluation's name)."""
+    steps: list[int] = field(default_factory=list)
+    """Steps where it was logged with a number (0: before training)."""
+    values: list[float] = field(default_factory=list)
+    """Its value at each step."""
+    errors: list[float] | None = None
+    """Half-widths of the 95% intervals (error bars), or None."""
+    band: list[float] | None = None
+    """Half-widths of a shaded band (the training reward's std), or None."""
+    right: bool = False
+    """Drawn on the panel's right-hand axis (another scale)."""
+
+
+@dataclass
+class Panel:
+    """One panel of ``report.png``: its curves and horizontal reference lines."""
+
+    series: list[Series] = field(default_factory=list)
+    """The curves."""
+    lines: dict[str, float] = field(default_factory=dict)
+    """Horizontal lines: the rubric probe's trivial policies (name -> mean reward), on the held-out panel."""
 
 
 def diversity_metrics(texts: list[str], *, n: int = 4, min_count: int = 3) -> dict[str, float]:
@@ -124,89 +121,183 @@ def _has_repeated_ngram(words: list[str], n: int, min_count: int) -> bool:
 
 
 def read_metrics(metrics_jsonl: str | Path) -> list[dict[str, Any]]:
-    """The lines of a ``metrics.jsonl``, one per step (the last line of a step wins), sorted by step."""
+    """The rows of a ``metrics.jsonl``, one per step, sorted by step.
+
+    A step can have several lines: the training metrics of step k and the held-out evaluation logged after
+    it (``eval/`` or ``eval_final/``), or the evaluations before training (step 0). Lines whose metrics are
+    disjoint are merged into one row. A line that logs a metric the step's row already has replaces the row:
+    the step was logged again after a resume, and the last line wins."""
     by_step: dict[int, dict[str, Any]] = {}
     for line in Path(metrics_jsonl).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            by_step[int(row["step"])] = row
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        step = int(row["step"])
+        earlier = by_step.get(step, {})
+        if (set(earlier) & set(row)) - _NOT_METRICS:
+            earlier = {}
+        by_step[step] = {**earlier, **row}
     return [by_step[step] for step in sorted(by_step)]
 
 
+_NOT_METRICS = {"step", "wall_time"}
+
+
 def panel_keys(keys: list[str]) -> dict[str, list[str]]:
-    """Assign metric keys to panels (see the module docstring), in display order; empty panels are left out."""
-    panels: dict[str, list[str]] = {}
-    if _REWARD_MEAN in keys:
-        panels[_REWARD_TITLE] = [_REWARD_MEAN]
-    other: list[str] = []
-    for key in sorted(keys):
-        if key in _NOT_METRICS or key in (_REWARD_MEAN, _REWARD_STD):
-            continue
-        title = next((t for t, pattern in _PANELS if re.search(pattern, key)), None)
-        if title is None:
-            other.append(key)
+    """The keys each panel of ``report.png`` draws (see the module docstring), in reading order; a panel with
+    no key is left out, and so is every key no panel draws."""
+    panels = {title: [k for k in sorted(keys) if re.search(pattern, k)] for title, pattern in _PANELS}
+    return {title: panel for title, panel in panels.items() if panel}
+
+
+def figure_data(rows: list[dict[str, Any]], run_dir: str | Path | None = None) -> dict[str, Panel]:
+    """What ``report.png`` draws from the rows of ``read_metrics``: each panel's curves, in reading order.
+
+    ``run_dir``, when given, is where the held-out evaluations' folders and ``probe.json`` are looked for
+    (the clustered intervals and the trivial policies' lines)."""
+    keys = sorted({key for row in rows for key in row})
+    panels: dict[str, Panel] = {}
+    for title, panel in panel_keys(keys).items():
+        if title == HELD_OUT:
+            panels[title] = _held_out(rows, Path(run_dir) if run_dir is not None else None)
+        elif title == _REWARD:
+            mean = _series(rows, "reward/mean")
+            std = dict(zip(*_numbers(rows, "reward/std"), strict=True))
+            mean.band = [std.get(step, math.nan) for step in mean.steps]
+            panels[title] = Panel([mean])
         else:
-            panels.setdefault(title, []).append(key)
-    if other:
-        panels["Other"] = other[:_MAX_OTHER]
-    return {title: panels[title] for title in _DISPLAY_ORDER if title in panels}
+            curves = [_series(rows, key) for key in panel]
+            for curve in curves:
+                curve.right = bool(_RIGHT_AXIS.search(curve.label)) and len(curves) > 1
+            panels[title] = Panel(curves)
+    return panels
 
 
 def write_report(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
-    """Plot the run's curves from ``metrics_jsonl`` into ``out_png``; returns the PNG's path."""
+    """Plot the run's main curves from ``metrics_jsonl`` (and the held-out evaluations' folders and
+    ``probe.json`` beside it) into ``out_png``; returns the PNG's path."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(metrics_jsonl)
-    keys = sorted({key for row in rows for key in row})
-    panels = panel_keys(keys)
+    panels = figure_data(rows, Path(metrics_jsonl).parent)
     cols = min(3, max(1, len(panels)))
     nrows = max(1, math.ceil(len(panels) / cols))
     fig = Figure(figsize=(5.2 * cols, 3.4 * nrows), layout="constrained")
     axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    steps = max((int(row["step"]) for row in rows), default=0)  # step 0 is the evaluation before training
     for ax, (title, panel) in zip(axes, panels.items(), strict=False):
-        if title == _REWARD_TITLE:
-            _plot_reward(ax, rows)
-        else:
-            for key in panel:
-                steps, values = _series(rows, key)
-                ax.plot(steps, values, label=key, marker="." if len(steps) < 30 else None)
-            if len(panel) <= _MAX_LEGEND:
-                ax.legend(fontsize="x-small")
+        _draw(ax, panel)
         ax.set_title(title, fontsize="medium")
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
+        ax.set_xlim(-0.05 * max(steps, 1), steps + 0.05 * max(steps, 1))  # one step axis for every panel
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if not panels:
         axes[0].text(0.5, 0.5, "no metrics logged", ha="center", va="center")
-    fig.suptitle(f"{Path(metrics_jsonl).parent.name}: {len(rows)} steps")
+    fig.suptitle(f"{Path(metrics_jsonl).parent.name}: {steps} steps")
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     return out
 
 
-def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of ``key`` where it was logged with a number."""
-    pairs = [(row["step"], float(row[key])) for row in rows if isinstance(row.get(key), int | float)]
+def _draw(ax: Any, panel: Panel) -> None:
+    """One panel: its curves (maybe some on a right-hand axis), error bars, bands and horizontal lines."""
+    right = ax.twinx() if any(curve.right for curve in panel.series) else None
+    if right is not None:
+        right.set_ylabel("fraction (right axis)", fontsize="x-small")
+    for i, curve in enumerate(panel.series):
+        axis = right if curve.right and right is not None else ax
+        color = f"C{i % 10}"
+        marker = "o" if len(curve.steps) < 30 else None
+        if curve.errors is not None:
+            axis.errorbar(curve.steps, curve.values, yerr=curve.errors, label=curve.label, color=color,
+                          marker=marker, capsize=3)  # fmt: skip
+        else:
+            axis.plot(curve.steps, curve.values, label=curve.label, color=color, marker=marker)
+        if curve.band is not None:
+            low = [v - b for v, b in zip(curve.values, curve.band, strict=True)]
+            high = [v + b for v, b in zip(curve.values, curve.band, strict=True)]
+            axis.fill_between(curve.steps, low, high, color=color, alpha=0.2, label="± std")
+    for j, (name, value) in enumerate(panel.lines.items()):
+        ax.axhline(value, color="0.5", linestyle=(0, (1 + j, 2)), linewidth=1, label=name)
+    handles = [
+        h for a in (ax, right) if a is not None for h in zip(*a.get_legend_handles_labels(), strict=True)
+    ]
+    if 0 < len(handles) <= _MAX_LEGEND:
+        ax.legend(*zip(*handles, strict=True), fontsize="x-small")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+
+
+def _numbers(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of ``key`` where it was logged with a number (a NaN is logged as null)."""
+    pairs = [(int(row["step"]), float(row[key])) for row in rows if isinstance(row.get(key), int | float)]
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def _plot_reward(ax: Any, rows: list[dict[str, Any]]) -> None:
-    steps, means = _series(rows, _REWARD_MEAN)
-    ax.plot(steps, means, label=_REWARD_MEAN, color="C0", marker="." if len(steps) < 30 else None)
-    std_by_step = dict(zip(*_series(rows, _REWARD_STD), strict=True))
-    band = [(s, m, std_by_step[s]) for s, m in zip(steps, means, strict=True) if s in std_by_step]
-    if band:
-        ax.fill_between(
-            [s for s, _, _ in band],
-            [m - d for _, m, d in band],
-            [m + d for _, m, d in band],
-            color="C0",
-            alpha=0.2,
-            label="± std",
-        )
-    ax.legend(fontsize="x-small")
+def _series(rows: list[dict[str, Any]], key: str) -> Series:
+    steps, values = _numbers(rows, key)
+    return Series(key, steps, values)
+
+
+def _held_out(rows: list[dict[str, Any]], run_dir: Path | None) -> Panel:
+    """The held-out panel: the model's mean reward with its interval at each evaluation (``eval/`` at step 0
+    and every ``eval_every`` steps joined with ``eval_final/``; the warm start's apart) and the trivial
+    policies' lines."""
+    points: dict[str, list[tuple[int, float, float]]] = {"held-out": [], "after the warm start": []}
+    for row in rows:
+        for prefix, label in _EVALUATIONS.items():
+            mean = row.get(f"{prefix}reward_mean")
+            if not isinstance(mean, int | float):
+                continue
+            step = int(row["step"])
+            ci = _clustered_ci(run_dir / _eval_folder(prefix, step)) if run_dir is not None else None
+            if ci is None:
+                ci = float(row.get(f"{prefix}reward_ci95") or math.nan)
+            points[label].append((step, float(mean), ci))
+    panel = Panel(
+        [
+            Series(label, [p[0] for p in curve], [p[1] for p in curve], errors=[p[2] for p in curve])
+            for label, curve in points.items()
+            if curve
+        ]
+    )
+    probe = run_dir / "probe.json" if run_dir is not None else None
+    if probe is not None and probe.is_file():
+        panel.lines = {
+            str(r["policy"]): float(r["reward_mean"]) for r in json.loads(probe.read_text("utf-8"))
+        }
+    return panel
+
+
+def _eval_folder(prefix: str, step: int) -> str:
+    """The folder the trainer writes an evaluation logged under ``prefix`` at ``step`` to."""
+    if prefix == "eval/":
+        return "eval_before" if step == 0 else f"eval_step_{step}"
+    return "eval_after" if prefix == "eval_final/" else "eval_warm_start"
+
+
+def _clustered_ci(folder: Path) -> float | None:
+    """The clustered 95% half-width of the mean reward of an evaluation's rollouts; None without them."""
+    rollouts = folder / "rollouts.jsonl"
+    if not rollouts.is_file():
+        return None
+    states = [json.loads(x) for x in rollouts.read_text(encoding="utf-8").splitlines() if x]
+    return _model_score("model", states).reward_ci95
+
+
+def _model_score(name: str, states: list[dict[str, Any]]) -> Any:
+    """The probe's statistics (``rubrics.multistep.probe.PolicyScore``) of a model's evaluated rollouts: the
+    mean reward with its interval clustered by scenario, over the rollouts that did not fail (as the
+    evaluation's own summary)."""
+    from rubrics.multistep.probe import Rollout, score_rollouts
+
+    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
+    rollouts = [Rollout.from_state(s) for s in healthy]
+    roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
+    return score_rollouts(name, rollouts, roots)
 
 
 def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
@@ -214,9 +305,10 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
     on the same scenarios.
 
-    Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). The
-    change in mean reward is given with the 95% interval of a difference of two independent means,
-    ``1.96 * sqrt(se_before^2 + se_after^2)`` (each ``se`` from its own ``reward_ci95 / 1.96``). Diversity
+    Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). Every
+    mean reward is given with its 95% interval clustered by scenario (the rollouts of one scenario are not
+    independent), the same number in the headline and in each table; the change in mean reward with the
+    interval of the mean of its per-scenario differences (``paired_difference``). Diversity
     and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
     over each rollout's replies joined (a reply that restates the previous one counts there). Returns the
     file's path.
@@ -228,20 +320,24 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
     evals = {when: _read_eval(run_dir / f"eval_{when}") for when in ("before", "after")}
     if (run_dir / "eval_warm_start" / "summary.json").is_file():
         evals = {"before": evals["before"], "warm_start": _read_eval(run_dir / "eval_warm_start"), **evals}
-    (before, before_rows), (after, after_rows) = evals["before"], evals["after"]
-    change = after["reward_mean"] - before["reward_mean"]
-    change_ci = 1.96 * math.hypot(before["reward_ci95"] / 1.96, after["reward_ci95"] / 1.96)
+    from rubrics.multistep.probe import paired_difference
+
+    (_, before_rows), (after, after_rows) = evals["before"], evals["after"]
+    scores = {when: _model_score(_MODEL_ROWS[when], rows) for when, (_, rows) in evals.items()}
+    before_score, after_score = scores["before"], scores["after"]
+    change, change_ci, _ = paired_difference(after_score, before_score)
     verdict = "rose by more than" if change > change_ci else "did not rise by more than"
     lines = [
         f"# Run report: {run_dir.name}",
         "",
-        f"Held-out mean reward {verdict} its 95% interval: {before['reward_mean']:.3f} ± "
-        f"{before['reward_ci95']:.3f} before, {after['reward_mean']:.3f} ± {after['reward_ci95']:.3f} after, "
-        f"change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} scenarios).",
+        f"Held-out mean reward {verdict} its 95% interval: {before_score.reward_mean:.3f} ± "
+        f"{before_score.reward_ci95:.3f} before, {after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} "
+        f"after, change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} "
+        "scenarios; intervals clustered by scenario).",
         "",
-        *_summary_table(evals),
+        *_summary_table(evals, scores),
         "",
-        *_beside_trivial_policies(run_dir, {when: rows for when, (_, rows) in evals.items()}),
+        *_beside_trivial_policies(run_dir, scores),
         "![curves](report.png)",
         "",
         "## Sample replies, before and after",
@@ -257,22 +353,17 @@ _MODEL_ROWS = {"before": "untrained", "warm_start": "warm start only", "after": 
 """The report's name of each evaluation of the model."""
 
 
-def _beside_trivial_policies(run_dir: Path, evals: dict[str, list[dict[str, Any]]]) -> list[str]:
+def _beside_trivial_policies(run_dir: Path, model: dict[str, Any]) -> list[str]:
     """The model's evaluations (untrained, after the warm start when there was one, trained) beside the
     rubric probe's policies (``probe.json``, written by the trainer before training) on the held-out
     scenarios: rewards with intervals clustered by scenario, root accuracy per branch, pass rates per level,
     and the trained model's paired difference against each other row."""
-    from rubrics.multistep.probe import PolicyScore, Rollout, format_table, paired_difference, score_rollouts
+    from rubrics.multistep.probe import PolicyScore, format_table, paired_difference
 
     probe_file = run_dir / "probe.json"
     if not probe_file.is_file():
         return []
     probe_rows = [PolicyScore.from_dict(r) for r in json.loads(probe_file.read_text(encoding="utf-8"))]
-    model = {}
-    for when, rows in evals.items():
-        rollouts = [Rollout.from_state(r) for r in rows]
-        roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
-        model[when] = score_rollouts(_MODEL_ROWS[when], rollouts, roots)
     table = [*model.values(), *probe_rows]
     lines = ["## Held-out, beside the trivial policies", "", *format_table(table), ""]
     lines += [
@@ -289,9 +380,11 @@ def _beside_trivial_policies(run_dir: Path, evals: dict[str, list[dict[str, Any]
     return [*lines, ""]
 
 
-def _summary_table(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
-    """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward,
-    replies, diversity and repetition, tokens, requirement pass rates."""
+def _summary_table(
+    evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], scores: dict[str, Any]
+) -> list[str]:
+    """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward (with
+    its clustered interval, ``scores``), replies, diversity and repetition, tokens, requirement pass rates."""
     summaries = {when: summary for when, (summary, _) in evals.items()}
     replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
     diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
@@ -306,8 +399,8 @@ def _summary_table(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
         row("held-out", lambda when: names[when]),
         "|---|" + "---|" * len(evals),
         row(
-            "reward mean ± 95% CI",
-            lambda when: f"{summaries[when]['reward_mean']:.3f} ± {summaries[when]['reward_ci95']:.3f}",
+            "reward mean ± 95% CI (clustered)",
+            lambda when: f"{scores[when].reward_mean:.3f} ± {scores[when].reward_ci95:.3f}",
         ),
         row("replies", lambda when: str(len(replies[when]))),
     ]

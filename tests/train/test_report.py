@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from train.report import diversity_metrics, panel_keys, read_metrics, write_report
+from train.report import diversity_metrics, figure_data, panel_keys, read_metrics, write_report, write_summary
 
 
 def test_diversity_metrics_hand_derived() -> None:
@@ -99,58 +99,121 @@ def test_panel_assignment() -> None:
         "reward/std",
         "reward_fn/keywords",
         "req/call_ems",
+        "req/scene_safety",
         "depth/mean",
         "train/kl/mean",
         "train/clip/low_frac",
         "train/is/ratio_mean",
-        "train/is/truncated_frac",
         "train/entropy",
         "train/loss",
-        "train/grad_norm",
-        "train/learning_rate",
         "length/completion_tokens_mean",
         "length/truncated_fraction",
-        "turns/mean",
-        "stop/length",
-        "errored_fraction",
-        "advantage/std",
-        "groups/zero_variance_fraction",
-        "diversity/distinct_2",
+        "time/wait_s",
         "time/train_s",
+        "time/sync_s",
+        "time/rollout_judge_s",
         "tokens_per_s/generate",
         "memory/peak_rss_gib",
         "eval/reward_mean",
+        "eval/reward_ci95",
+        "eval/completion_tokens",
         "eval_final/reward_mean",
         "rollouts",
     ]
-    panels = panel_keys(keys)
-    assert list(panels)[:3] == [
-        "Reward (mean ± std)",
-        "Held-out evaluation",
-        "Requirements: pass rate and depth",
-    ]
-    assert list(panels)[-4:] == ["Time split (s per step)", "Throughput (tokens/s)", "Memory (GiB)", "Other"]
-    assert panels == {
-        "Reward (mean ± std)": ["reward/mean"],
+    # the few panels a researcher reads first, in reading order; every other key is left to wandb
+    assert panel_keys(keys) == {
         "Held-out evaluation": ["eval/reward_mean", "eval_final/reward_mean"],
-        "Requirements: pass rate and depth": ["depth/mean", "req/call_ems"],
-        "Reward per function": ["reward_fn/keywords"],
-        "Diversity and repetition": ["diversity/distinct_2"],
+        "Training reward (mean ± std)": ["reward/mean"],
+        "Requirement pass rates": ["req/call_ems", "req/scene_safety"],
+        "KL and clipping": ["train/clip/low_frac", "train/kl/mean"],
         "Lengths (tokens)": ["length/completion_tokens_mean"],
-        "Turns and truncation": ["length/truncated_fraction", "turns/mean"],
-        "Stop reasons and errors": ["errored_fraction", "stop/length"],
-        "KL and clip fractions": ["train/clip/low_frac", "train/is/truncated_frac", "train/kl/mean"],
-        "Policy and importance ratios": ["train/is/ratio_mean"],
-        "Entropy": ["train/entropy"],
-        "Advantages and groups": ["advantage/std", "groups/zero_variance_fraction"],
-        "Loss": ["train/loss"],
-        "Gradient norm": ["train/grad_norm"],
-        "Learning rate": ["train/learning_rate"],
-        "Time split (s per step)": ["time/train_s"],
-        "Throughput (tokens/s)": ["tokens_per_s/generate"],
+        "Time split (s per step)": ["time/sync_s", "time/train_s", "time/wait_s"],
         "Memory (GiB)": ["memory/peak_rss_gib"],
-        "Other": ["rollouts"],
     }
+
+
+def _three_step_run(run: Path) -> Path:
+    """The lines a 3-step run with ``logging.eval_every=2`` writes: the evaluation before training at step 0,
+    each step's training metrics, an evaluation after step 2, and the final evaluation at step 3."""
+    lines = [{"step": 0, "eval/reward_mean": 0.10, "eval/reward_ci95": 0.05, "eval/completion_tokens": 3500}]
+    for step in (1, 2, 3):
+        lines.append(
+            {"step": step, "reward/mean": 0.1 * step, "reward/std": 0.2, "req/call_ems": 0.25 * step}
+        )
+        if step == 2:
+            lines.append({"step": 2, "eval/reward_mean": 0.20, "eval/reward_ci95": 0.06})
+    lines.append({"step": 3, "eval_final/reward_mean": 0.30, "eval_final/reward_ci95": 0.07})
+    run.mkdir(parents=True, exist_ok=True)
+    metrics = run / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({**line, "wall_time": 1.0}) + "\n" for line in lines))
+    return metrics
+
+
+def test_the_last_step_is_drawn(tmp_path: Path) -> None:
+    """The final evaluation is logged at the last step after its training metrics: both are drawn."""
+    rows = read_metrics(_three_step_run(tmp_path / "run"))
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert rows[3]["reward/mean"] == pytest.approx(0.3) and rows[3]["eval_final/reward_mean"] == 0.30
+    panels = figure_data(rows)
+    (reward,) = panels["Training reward (mean ± std)"].series
+    assert reward.steps == [1, 2, 3] and reward.band == [0.2, 0.2, 0.2]
+    assert panels["Requirement pass rates"].series[0].steps == [1, 2, 3]
+    (held_out,) = panels["Held-out evaluation"].series  # completion tokens are not on the reward's axis
+    assert (held_out.steps, held_out.values, held_out.errors) == (
+        [0, 2, 3],
+        [0.10, 0.20, 0.30],
+        [0.05, 0.06, 0.07],
+    )
+
+
+def test_held_out_panel_clustered_interval_and_trivial_policies(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    metrics = _three_step_run(run)
+    (run / "probe.json").write_text(json.dumps([{"policy": "majority", "reward_mean": 0.25}]))
+    (run / "eval_after").mkdir()
+    rollouts = [  # two scenarios, two rollouts each; scenario means 0.1 and 0.5, overall 0.3
+        {"info": {"scenario": name}, "reward": reward}
+        for name, rewards in (("a", (0.0, 0.2)), ("b", (0.4, 0.6)))
+        for reward in rewards
+    ]
+    (run / "eval_after" / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    panel = figure_data(read_metrics(metrics), run)["Held-out evaluation"]
+    assert panel.lines == {"majority": 0.25}
+    # clustered: residual sums -0.4 and +0.4; variance = 2/1 * (0.16 + 0.16) / 4^2 = 0.04, se 0.2; t(1) 12.706
+    assert panel.series[0].errors == pytest.approx([0.05, 0.06, 12.706 * 0.2])
+    assert write_report(metrics, run / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _eval_folder(folder: Path, rewards: dict[str, list[float]]) -> None:
+    rows = [
+        {
+            "info": {"scenario": name},
+            "reward": r,
+            "prompt": name,
+            "completion": [{"role": "assistant", "content": "ok"}],
+        }
+        for name, values in rewards.items()
+        for r in values
+    ]
+    mean = sum(r["reward"] for r in rows) / len(rows)
+    folder.mkdir(parents=True)
+    summary = {"reward_mean": mean, "reward_ci95": 0.001, "rollouts": len(rows), "examples": len(rewards)}
+    (folder / "summary.json").write_text(json.dumps({**summary, "completion_tokens": 10}))
+    (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_report_md_gives_one_interval_for_one_number(tmp_path: Path) -> None:
+    """The headline and the table give the same, clustered, interval (not the summary's unclustered one)."""
+    _eval_folder(tmp_path / "eval_before", {"a": [0.0, 0.0], "b": [0.0, 0.0], "c": [0.0, 0.0]})
+    _eval_folder(tmp_path / "eval_after", {"a": [0.0, 0.2], "b": [0.4, 0.6], "c": [0.3, 0.3]})
+    report = write_summary(tmp_path).read_text()
+    # after: scenario means 0.1, 0.5, 0.3 (mean 0.3); residual sums -0.4, +0.4, 0 -> variance 3/2 * 0.32 / 36
+    half = 4.303 * math.sqrt(1.5 * 0.32 / 36)  # = 0.497 (t with 2 degrees of freedom)
+    assert f"{0.3:.3f} ± {half:.3f} after" in report
+    assert f"| reward mean ± 95% CI (clustered) | 0.000 ± 0.000 | 0.300 ± {half:.3f} |" in report
+    # the change, paired by scenario: differences 0.1, 0.5, 0.3: mean 0.3, sd 0.2, 4.303 * 0.2 / sqrt(3)
+    assert f"change +0.300 ± {4.303 * 0.2 / math.sqrt(3):.3f}" in report
+    assert "0.001" not in report
 
 
 def test_empty_metrics_still_make_a_png(tmp_path: Path) -> None:
