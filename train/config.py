@@ -35,9 +35,10 @@ class ModelConfig(Section):
     """Attention kernel (flash-attn only on CUDA hosts)."""
     mixed_precision: Literal["no", "bf16", "fp16", "auto"] = "no"
     """Autocast the training forward/backward (accelerate's ``mixed_precision``; the weights and the optimiser
-    stay in ``dtype``). ``bf16`` runs the training step about 2.3x faster on CPUs with AVX-512 BF16, and many
-    times slower on CPUs without it (emulated); ``auto`` takes ``bf16`` where the hardware computes it (a
-    CUDA GPU with bf16, a CPU with AVX-512 BF16 or AMX) and ``no`` elsewhere. DeepSpeed launches take their
+    stay in ``dtype``). Default ``no``: float32 everywhere. ``auto`` takes ``bf16`` where the hardware
+    computes it (a CUDA GPU with bf16, a CPU with AVX-512 BF16 or AMX) and ``no`` elsewhere: set it for a run
+    that should be fast on any machine (the main job does). Set ``bf16`` only on such hardware: where bf16
+    is emulated the step is many times slower (``docs/results.md``). DeepSpeed launches take their
     precision from the DeepSpeed config instead."""
 
     @field_validator("mixed_precision", mode="before")
@@ -131,13 +132,13 @@ class RolloutConfig(Section):
     """After each weight sync, check that the server's greedy tokens equal the trainer's."""
     inference_dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = None
     """Backend ``local`` only: sample from a copy of the policy held in this dtype, refreshed after every
-    optimiser step. Decoding on a CPU is bound by reading the weights, so ``bfloat16`` samples about twice
-    as fast for SmolLM2-135M; a tiny model, bound by per-kernel overhead instead, samples about 2x slower
-    in bf16. The importance-sampling correction accounts for the difference, as it does for vLLM. None
-    samples from the policy itself. On a CPU without AVX-512 BF16 or AMX, bf16 kernels are emulated and
-    decoding is slower than in float32 (SmolLM2, 8 rows: 5.1 against 8.2 tokens/s on a 2-core EPYC);
-    ``auto`` takes ``bfloat16`` where the hardware computes it (a CUDA GPU, a CPU with native bf16) and
-    samples from the policy itself elsewhere."""
+    optimiser step; the importance-sampling correction accounts for the difference, as it does for vLLM.
+    Default None: sample from the policy itself. ``auto`` takes ``bfloat16`` where the hardware computes it
+    (a CUDA GPU, a CPU with native bf16) and the policy itself elsewhere: set it when decoding is bound by
+    reading the weights, as for SmolLM2-135M on a CPU (the main job does). Do not force ``bfloat16`` for a
+    tiny model, bound by per-kernel overhead, which samples slower in bf16, nor on a CPU without native bf16,
+    where bf16 kernels are emulated (``auto`` avoids the latter; the measurements are in
+    ``docs/results.md``)."""
 
     @model_validator(mode="after")
     def _urls_for_vllm(self) -> RolloutConfig:
@@ -203,10 +204,10 @@ class OptimConfig(Section):
     """Sequences per forward/backward pass (gradient accumulation covers the rest of the step)."""
     logits_chunk_tokens: int = Field(0, ge=0)
     """Run the output head over about this many tokens at a time, recomputing it in the backward pass, so a
-    micro-batch's full-vocabulary logits never exist at once (0: one pass, the fastest). Worth it for a large
-    vocabulary on long sequences; for the main job (SmolLM2, 16 x 600 tokens, micro-batches of 4) it did not
-    lower the step's peak RSS (6.86 GiB at 0, 6.92 at 1024, 6.88 at 256: attention and MLP activations
-    dominate) and cost time, so it is off by default (benchmarks/train_step_memory.py)."""
+    micro-batch's full-vocabulary logits never exist at once. Default 0: one pass, the fastest. Set it (e.g.
+    512) when the logits dominate a step's memory: a large vocabulary on long sequences. For the main job
+    the activations dominate, so it costs time and saves nothing (``benchmarks/train_step_memory.py``
+    measures a step's peak; the figures are in ``docs/results.md``)."""
 
 
 class WarmStartConfig(Section):
@@ -272,12 +273,14 @@ class TrainConfig(Section):
     reuse_freed_host_memory: bool = True
     """Runs on a CPU: glibc's malloc keeps freed memory for reuse instead of returning it to the OS, so the
     activations of each step and the KV cache of each decoding step stop page-faulting in afresh
-    (``train.distributed.reuse_freed_memory``). No effect with a GPU, or off glibc."""
+    (``train.distributed.reuse_freed_memory``). Default on: a training step is faster. Turn it off when peak
+    memory matters more than step time; it raises the peak (the main job turns it off; ``docs/results.md``).
+    No effect with a GPU, or off glibc."""
     single_malloc_arena: bool = True
     """Runs on a CPU: every thread allocates from glibc's one main malloc arena instead of an arena each, so
     memory one thread frees is reused by the others and the peak is not the sum of per-thread peaks
-    (``train.distributed.single_malloc_arena``; as ``MALLOC_ARENA_MAX=1``). No effect with a GPU, or off
-    glibc."""
+    (``train.distributed.single_malloc_arena``; as ``MALLOC_ARENA_MAX=1``). Default on: in the main job it
+    lowered both the peak and the wall time; turn it off only to compare. No effect with a GPU, or off glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)
