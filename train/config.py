@@ -280,7 +280,8 @@ class TrainConfig(Section):
     """Runs on a CPU: every thread allocates from glibc's one main malloc arena instead of an arena each, so
     memory one thread frees is reused by the others and the peak is not the sum of per-thread peaks
     (``train.distributed.single_malloc_arena``; as ``MALLOC_ARENA_MAX=1``). Default on: in the main job it
-    lowered both the peak and the wall time; turn it off only to compare. No effect with a GPU, or off glibc."""
+    lowered both the peak and the wall time; turn it off only to compare. No effect with a GPU, or off
+    glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)
