@@ -108,6 +108,8 @@ def _eval(args: argparse.Namespace) -> int:
     from envs.evaluation.job import EvalJob, run_job
     from rubrics.multistep.io import RubricFileError
 
+    if args.split is None and args.eval_fraction is not None:  # a held-out share asks for the split
+        args.split = "eval"
     fields = {k: v for k, v in vars(args).items() if k in EvalJob.__dataclass_fields__ and v is not None}
     try:
         asyncio.run(run_job(EvalJob(**fields), progress=not args.no_progress))
@@ -205,8 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", choices=["local", "vllm"], help="inference backend (default local)")
     ev.add_argument("--vllm-url", dest="vllm_urls", action="append", help="vLLM server root URL (repeatable)")
     ev.add_argument("--n", type=int, help="rollouts per scenario (default 4)")
-    ev.add_argument("--split", choices=["eval", "train", "all"], help="scenarios to run (default eval)")
-    ev.add_argument("--eval-fraction", type=float, help="share held out (default 0.25)")
+    ev.add_argument(
+        "--split",
+        choices=["eval", "train", "all"],
+        help="scenarios to run: all (default: the whole file), or the held-out share (eval) or the rest (train) "
+        "of a seeded split",
+    )
+    ev.add_argument(
+        "--eval-fraction", type=float, help="share held out by --split (default 0.25; implies eval)"
+    )
     ev.add_argument("--seed", type=int, help="split seed (default 0)")
     ev.add_argument("--temperature", type=float)
     ev.add_argument("--max-tokens", type=int, help="tokens per reply (default 128)")

@@ -31,10 +31,11 @@ class EvalJob:
     """Root URLs of running vLLM servers (backend ``vllm``)."""
     n: int = 4
     """Rollouts per scenario."""
-    split: str = "eval"
-    """Which scenarios: ``eval`` (held out), ``train`` or ``all``."""
+    split: str = "all"
+    """Which scenarios: ``all`` (the whole file), or of a seeded split of it, ``eval`` (the held-out share)
+    or ``train`` (the rest)."""
     eval_fraction: float = 0.25
-    """Share of scenarios held out."""
+    """Share of scenarios held out by the split (``split`` ``eval`` or ``train``)."""
     seed: int = 0
     """Split and sampling seed."""
     temperature: float = 1.0

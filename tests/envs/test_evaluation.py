@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("transformers")
 
@@ -87,6 +88,8 @@ def test_eval_command_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path, ca
             "2",
             "--max-tokens",
             "16",
+            "--split",
+            "eval",
             "--out",
             str(out),
             "--no-progress",
@@ -94,9 +97,23 @@ def test_eval_command_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path, ca
     )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["rollouts"] == 2 * 3  # 13 scenarios, a quarter held out: 3
+    assert summary["rollouts"] == 2 * 3  # 13 scenarios, a quarter held out (asked for): 3
     assert (out / "eval.png").stat().st_size > 1000
     assert "requirement pass rates" in capsys.readouterr().out
+
+
+def test_eval_command_evaluates_the_whole_file_by_default(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A scenario file given for evaluation is evaluated whole; a split only when one is asked for."""
+    data = yaml.safe_load((ROOT / "configs/scenarios/first_responder.yaml").read_text())
+    scenarios = tmp_path / "two.yaml"
+    scenarios.write_text(yaml.safe_dump({**data, "scenarios": data["scenarios"][:2]}))
+    common = ["eval", "--rubric", str(ROOT / "configs/rubrics/first_responder.yaml"), "--scenarios"]
+    common += [str(scenarios), "--model", str(tiny_model_dir), "--n", "1", "--max-tokens", "2"]
+    common += ["--max-turns", "1", "--no-progress"]
+    for extra, rollouts in (([], 2), (["--eval-fraction", "0.25"], 1)):  # a quarter of 2, at least 1
+        out = tmp_path / f"eval{len(extra)}"
+        assert main([*common, *extra, "--out", str(out)]) == 0
+        assert json.loads((out / "summary.json").read_text())["rollouts"] == rollouts
 
 
 def test_eval_command_reports_bad_input(tmp_path: Path, capsys) -> None:
