@@ -94,3 +94,32 @@ def test_console_script_prints_version() -> None:
         [sys.executable, "-m", "train.cli", "--version"], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0 and out.stdout.startswith("rubric-grpo ")
+
+
+def test_train_subcommand_is_python_m_train(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rubric-grpo train CONFIG [overrides]`` checks and trains as ``python -m train`` does, exit codes and
+    messages included."""
+    import types
+
+    from train.__main__ import main as python_m_train
+
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "train.trainer", types.SimpleNamespace(train=calls.append))
+    monkeypatch.chdir(ROOT)
+    config = str(ROOT / "configs/train/tiny_test.yaml")
+    assert main(["train", config, "max_steps=1", "seed=5"]) == 0
+    assert [(c.max_steps, c.seed) for c in calls] == [(1, 5)]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rollout: {group_size: 1}\n")
+    errors = []
+    for run in (lambda: main(["train", str(bad)]), lambda: python_m_train([str(bad)])):
+        assert run() == 2
+        errors.append(capsys.readouterr().err)
+    assert (
+        errors[0]
+        == errors[1]
+        == f"train: {bad}: rollout.group_size: Input should be greater than or equal to 2\n"
+    )
+    assert len(calls) == 1

@@ -150,11 +150,59 @@ def _gui(args: argparse.Namespace) -> int:
     return launch(target)
 
 
+def run_train(config: str, overrides: list[str]) -> int:
+    """``rubric-grpo train`` and ``python -m train``: check the config and every file it names before any
+    model loads (each problem one line on stderr, exit 2), then train (exit 0)."""
+    from train.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, overrides)  # every field checked before any model is loaded
+    except ConfigError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    from train.preflight import PreflightError, check_inputs
+
+    try:
+        check_inputs(cfg, config, overrides)  # every file the config names, before any model is loaded
+    except PreflightError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    from envs.models.loading import VersionError
+    from train.trainer import train
+
+    try:
+        train(cfg)
+    except VersionError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    return run_train(args.config, args.overrides)
+
+
+_Subcommands = argparse._SubParsersAction  # what ``add_subparsers`` returns
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``rubric-grpo`` parser: one subcommand per ``_add_*`` below."""
     parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
+    for add in (_add_train, _add_score, _add_rubric, _add_eval, _add_serve, _add_synth, _add_gui):
+        add(sub)
+    return parser
 
+
+def _add_train(sub: _Subcommands) -> None:
+    tr = sub.add_parser("train", help="train a policy (the same as python -m train CONFIG [overrides])")
+    tr.add_argument("config", help="run config YAML (configs/train/)")
+    tr.add_argument("overrides", nargs="*", help="section.field=value, e.g. max_steps=3")
+    tr.set_defaults(handler=_train)
+
+
+def _add_score(sub: _Subcommands) -> None:
     score = sub.add_parser("score", help="score a JSONL file of rollouts with a rubric")
     score.add_argument("data", help="JSONL, one state per line; lines sharing 'group' are scored together")
     score.add_argument(
@@ -165,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", help="write the scored states here (JSONL), group by group")
     score.set_defaults(handler=_score)
 
+
+def _add_rubric(sub: _Subcommands) -> None:
     rubric = sub.add_parser("rubric", help="validate or show a multi-step rubric file").add_subparsers(
         dest="rubric_command", required=True
     )
@@ -200,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.set_defaults(handler=_rubric_probe)
 
+
+def _add_eval(sub: _Subcommands) -> None:
     ev = sub.add_parser("eval", help="run the progressive-reveal environment on a model and summarise")
     ev.add_argument("--rubric", required=True, help="multi-step rubric YAML")
     ev.add_argument("--scenarios", required=True, help="scenario YAML/JSONL")
@@ -228,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(handler=_eval)
 
+
+def _add_serve(sub: _Subcommands) -> None:
     srv = sub.add_parser("serve", help="start a vLLM server for RL (weight updates, token ids, logprobs)")
     srv.add_argument("model", help="'smollm2' or a local model folder")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
@@ -235,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
     srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
     srv.set_defaults(handler=_serve)
+
+
+def _add_synth(sub: _Subcommands) -> None:
     syn = sub.add_parser("synth", help="generate validated synthetic scenarios from a multi-step rubric")
     syn.add_argument("rubric", help="multi-step rubric YAML")
     syn.add_argument("--n", type=int, required=True, help="scenarios to plan (dropped ones are reported)")
@@ -259,13 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--no-progress", action="store_true", help="no progress bar")
     syn.add_argument("--push-to-hub", help="push the splits hidden and scenarios to this dataset repo")
     syn.set_defaults(handler=_synth)
+
+
+def _add_gui(sub: _Subcommands) -> None:
     gui = sub.add_parser("gui", help="the rubric builder: edit a rubric's DAG, grade a reply, edit scenarios")
     gui.add_argument("file", nargs="?", help="rubric YAML to open (created on first save if missing)")
     gui.add_argument("--dir", help="the only folder the app reads and writes (default: the current one)")
     gui.add_argument("--port", type=int, help="port (default: a free one, printed)")
     gui.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
     gui.set_defaults(handler=_gui)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
