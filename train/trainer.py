@@ -189,7 +189,8 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     model = load_causal_lm(model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation)
     check_updates_land(model, cfg)
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5.25 renamed it; the old name warns on every run (5.24, the oldest allowed, has only it)
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     ref_model = None
     if cfg.loss.beta > 0:
         ref_model = load_causal_lm(model_dir, dtype=dtype).eval().requires_grad_(False)

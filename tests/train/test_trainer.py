@@ -330,6 +330,23 @@ def test_pure_bf16_weights_at_a_small_learning_rate_are_refused(tiny_model_dir: 
     assert load_policy(fine, Accelerator(cpu=True)).model is not None
 
 
+def test_gradient_checkpointing_without_the_deprecated_call(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``model.gradient_checkpointing`` turns on transformers' activation checkpointing with the current call,
+    not ``gradient_checkpointing_enable``, which warns on every run that it is deprecated."""
+    import warnings
+
+    from accelerate import Accelerator
+
+    from train.trainer import load_policy
+
+    cfg = run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.gradient_checkpointing=true")
+    accelerator = Accelerator(cpu=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*gradient_checkpointing_enable.* is deprecated")
+        model = accelerator.unwrap_model(load_policy(cfg, accelerator).model)
+    assert model.is_activation_checkpointing
+
+
 @pytest.mark.slow
 def test_eval_every_draws_the_held_out_curve(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """``logging.eval_every``: a held-out evaluation every k steps, logged as ``eval/`` at its step, in its own

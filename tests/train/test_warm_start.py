@@ -207,7 +207,7 @@ def test_imitation_runs_under_gradient_checkpointing_when_the_model_has_it(tiny_
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     layer = model.model.layers[0]
     checkpointed: list[int] = []
     original = layer._gradient_checkpointing_func
