@@ -167,7 +167,9 @@ def main() -> None:
     parser.add_argument(
         "--eval-group", type=int, default=3, help="rollouts per held-out scenario (16 of them)"
     )
-    parser.add_argument("--out", default=None, help="work folder (default: a temporary one); gets result.json")
+    parser.add_argument(
+        "--out", default=None, help="work folder (default: a temporary one); gets result.json"
+    )
     args = parser.parse_args()
 
     import torch
