@@ -32,7 +32,10 @@ PARTS = ROOT / "configs/scenarios/parts/first_responder.yaml"
 SPLITS = {
     "train": ROOT / "configs/scenarios/first_responder_train.yaml",
     "heldout": ROOT / "configs/scenarios/first_responder_heldout.yaml",
+    "conditions": ROOT / "configs/scenarios/first_responder_heldout_conditions.yaml",
 }
+"""The scenario file of each split: ``conditions`` holds the patients marked ``new_condition`` (conditions no
+training scenario has), each in one safe and one unsafe held-out scene, worded as the held-out split is."""
 DEMOS = ROOT / "configs/scenarios/first_responder_train_demos.jsonl"
 RUBRIC = ROOT / "configs/rubrics/first_responder.yaml"
 HEADER = (
@@ -58,9 +61,10 @@ def _pick(scenes: list[dict[str, Any]], start: int, count: int) -> list[dict[str
 
 def pairs(parts: dict[str, Any], split: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The (scene, patient) pairs of a split, in a fixed order."""
-    scenes = [s for s in parts["scenes"] if s["split"] == split]
+    scenes = [s for s in parts["scenes"] if s["split"] == ("heldout" if split == "conditions" else split)]
     chosen = []
-    for i, patient in enumerate(parts["patients"]):
+    patients = [p for p in parts["patients"] if bool(p.get("new_condition")) == (split == "conditions")]
+    for i, patient in enumerate(patients):
         fits = [s for s in scenes if s["setting"] in patient["settings"]]
         safe = [s for s in fits if "hazard_type" not in s]
         unsafe = [s for s in fits if "hazard_type" in s]
@@ -69,6 +73,8 @@ def pairs(parts: dict[str, Any], split: str) -> list[tuple[dict[str, Any], dict[
         if split == "train":
             n_safe = 2 if i % 2 == 0 else 1
             picked = _pick(safe, i, n_safe) + _pick(unsafe, i, 3 - n_safe)
+        elif split == "conditions":
+            picked = _pick(safe, i, 1) + _pick(unsafe, i, 1)
         else:
             picked = _pick(safe if i % 2 == 0 else unsafe, i // 2, 1)
         chosen += [(scene, patient) for scene in picked]
@@ -76,7 +82,9 @@ def pairs(parts: dict[str, Any], split: str) -> list[tuple[dict[str, Any], dict[
 
 
 def _worded(text: str | dict[str, str], split: str) -> str:
-    """A part's text for ``split``: one wording for both splits, or ``{train: ..., heldout: ...}``."""
+    """A part's text for ``split``: one wording for both splits, or ``{train: ..., heldout: ...}`` (the
+    ``conditions`` split is worded as ``heldout``)."""
+    split = "heldout" if split == "conditions" else split
     return (text[split] if isinstance(text, dict) else text).strip()
 
 
@@ -121,7 +129,7 @@ def compose_one(scene: dict[str, Any], patient: dict[str, Any], split: str, temp
 
 def compose(parts: dict[str, Any], split: str) -> list[dict[str, Any]]:
     """Every scenario of ``split`` (with ``ideal_turns``)."""
-    template = parts["templates"][split]
+    template = parts["templates"]["heldout" if split == "conditions" else split]
     return [compose_one(scene, patient, split, template) for scene, patient in pairs(parts, split)]
 
 

@@ -114,7 +114,7 @@ def _composed() -> list[tuple[str, dict[str, Any]]]:
     compose = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compose)
     parts = compose.load_parts()
-    return [(split, s) for split in ("train", "heldout") for s in compose.compose(parts, split)]
+    return [(split, s) for split in compose.SPLITS for s in compose.compose(parts, split)]
 
 
 COMPOSED = _composed()

@@ -93,7 +93,7 @@ def test_heldout_prompts_are_worded_differently(rubric: MultiStepRubric) -> None
         assert sentences and not [x for x in sentences if x in train], s.name
 
 
-@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("split", [*SPLITS, "heldout_conditions"])
 def test_prompts_hand_the_model_no_phrase_a_judge_looks_for(rubric: MultiStepRubric, split: str) -> None:
     """Phrases only: a prompt must name its hazards ('knife', 'traffic'), which some ``regex`` rules require."""
     phrases = {
@@ -142,3 +142,22 @@ def test_committed_demonstrations_are_the_composers_and_play_only_training_scena
         roles = [m["role"] for m in demo["messages"]]
         assert roles[0] == "user" and roles[-1] == "assistant"
         assert all(a != b for a, b in itertools.pairwise(roles))
+
+
+def test_new_conditions_are_held_out_whole(rubric: MultiStepRubric) -> None:
+    """The second held-out set: patients whose conditions no training (or first held-out) scenario has, each
+    in one safe and one unsafe held-out scene, every walk reaching its end."""
+    compose = composer()
+    parts = compose.load_parts()
+    path = split_file("heldout_conditions")
+    assert path.read_text() == compose.render(parts, "conditions"), "run scripts/compose_scenarios.py"
+    new = {p["name"] for p in parts["patients"] if p.get("new_condition")}
+    seen = {p["name"] for split in ("train", "heldout") for _, p in compose.pairs(parts, split)}
+    pairs = compose.pairs(parts, "conditions")
+    assert len(new) >= 5 and {p["name"] for _, p in pairs} == new and not new & seen
+    assert {s["split"] for s, _ in pairs} == {"heldout"}
+    scenarios = load_scenarios(path, rubric, strict=True)
+    root = Counter(s.answers["scene_safety"]["answer"] for s in scenarios)
+    assert len(scenarios) == 2 * len(new) and root[1.0] == root[0.0] == len(new)
+    for s in scenarios:
+        assert ground_truth_walk(rubric.graph, s.answers).stop_reason == "terminal", s.name
