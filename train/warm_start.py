@@ -153,9 +153,7 @@ def imitate(
     steps' losses in each epoch)."""
     import torch
 
-    from train.batching import collate
-    from train.distributed import backward, is_deepspeed
-    from train.step import forward_logprobs
+    from train.distributed import is_deepspeed
 
     if is_deepspeed(accelerator):
         raise RuntimeError(
@@ -178,17 +176,7 @@ def imitate(
             rows = sorted(
                 (sequences[i] for i in mine[start : start + cfg.batch_size]), key=lambda r: len(r["ids"])
             )
-            tokens = sum(sum(r["loss_mask"]) for r in rows)
-            loss_sum = 0.0
-            for m in range(0, len(rows), cfg.micro_batch_size):
-                part = rows[m : m + cfg.micro_batch_size]
-                batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
-                logprobs_BT, _ = forward_logprobs(
-                    model, batch, 1.0, entropy=False, chunk_tokens=logits_chunk_tokens
-                )
-                loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
-                backward(accelerator, loss, m + cfg.micro_batch_size >= len(rows))
-                loss_sum += float(loss.detach())
+            loss_sum = _accumulate(model, rows, cfg.micro_batch_size, accelerator, pad, logits_chunk_tokens)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -207,6 +195,32 @@ def imitate(
         "seconds": time.perf_counter() - started,
         "final_perplexity": math.exp(epoch_losses[-1]) if epoch_losses else math.nan,
     }
+
+
+def _accumulate(
+    model: Any,
+    rows: list[dict[str, list[Any]]],
+    micro_batch_size: int,
+    accelerator: Any,
+    pad: int,
+    chunk: int,
+) -> float:
+    """The gradients of one optimiser step over ``rows``, in micro-batches: the mean cross-entropy over all
+    their assistant tokens (each micro-batch's sum divided by the step's token count). Returns the loss."""
+    from train.batching import collate
+    from train.distributed import backward
+    from train.step import forward_logprobs
+
+    tokens = sum(sum(r["loss_mask"]) for r in rows)
+    loss_sum = 0.0
+    for m in range(0, len(rows), micro_batch_size):
+        part = rows[m : m + micro_batch_size]
+        batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
+        logprobs_BT, _ = forward_logprobs(model, batch, 1.0, entropy=False, chunk_tokens=chunk)  # [B, T]
+        loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
+        backward(accelerator, loss, m + micro_batch_size >= len(rows))
+        loss_sum += float(loss.detach())
+    return loss_sum
 
 
 def save(folder: Path, model: Any, tokenizer: Any, stats: dict[str, Any]) -> None:
