@@ -116,6 +116,8 @@ class LLMJudgeClient:
         extra_body: dict[str, Any] | None = None,
         lean_http: bool | None = None,
     ) -> None:
+        # Over 60 lines only because each setting is stored with its docstring beside it; there is one step
+        # (check the settings, keep them, open the HTTP client) and nothing to split by concept.
         _check_settings(
             max_concurrency=max_concurrency,
             max_attempts=max_attempts,
