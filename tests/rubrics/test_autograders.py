@@ -1,4 +1,4 @@
-"""Autograders (seed 002): exact formulas with hand-derived values, prompt structure, output schemas, and the
+"""Autograders (the weighted-criteria example): exact formulas with hand-derived values, prompt structure, output schemas, and the
 built-in generate function against the local judge server."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rubrics.criteria import CriteriaRubric
 from rubrics.judges import JudgeError, LLMJudgeClient
 from tests.support.judge_server import JudgeServer
 
-SEED_002 = CriteriaRubric.from_dict(
+EXAMPLE_CRITERIA = CriteriaRubric.from_dict(
     [
         {"weight": 10.0, "requirement": "States Q4 2023 base margin as 17.2%"},
         {"weight": 8.0, "requirement": "Explicitly uses Shapley attribution for decomposition"},
@@ -115,7 +115,7 @@ async def test_holistic_scoring(llm: float, normalize: bool, score: float, raw: 
     grader = RubricAsJudgeGrader(
         lambda s, u: RubricAsJudgeOutput(explanation="x", overall_score=llm), normalize=normalize
     )
-    result = await SEED_002.grade("text", autograder=grader)
+    result = await EXAMPLE_CRITERIA.grade("text", autograder=grader)
     assert result.score == pytest.approx(score) and result.raw_score == pytest.approx(raw)
     assert result.llm_raw_score == llm and result.report is None
 
@@ -123,14 +123,16 @@ async def test_holistic_scoring(llm: float, normalize: bool, score: float, raw: 
 # -- graders ----------------------------------------------------------------------------------------------
 
 
-async def test_seed_002_example_per_criterion() -> None:
+async def test_the_example_criteria_per_criterion() -> None:
     met = {
         "States Q4 2023 base margin as 17.2%": True,
         "Explicitly uses Shapley attribution for decomposition": False,
         "Uses total deliveries instead of cash-only deliveries": False,
     }
     grader = PerCriterionGrader(generate_fn=verdicts_by_requirement(met))
-    result = await SEED_002.grade(query="Input query...", to_grade="Output to evaluate...", autograder=grader)
+    result = await EXAMPLE_CRITERIA.grade(
+        query="Input query...", to_grade="Output to evaluate...", autograder=grader
+    )
     assert f"Score: {result.score:.2f}" == "Score: 0.56"  # 10 / 18
     assert result.raw_score == 10.0 and result.llm_raw_score == 10.0
     assert result.report is not None
@@ -159,7 +161,7 @@ async def test_per_criterion_calls_run_concurrently_and_accept_async_dicts_and_j
         live[0] -= 1
         return next(replies)
 
-    result = await SEED_002.grade("t", autograder=PerCriterionGrader(generate))
+    result = await EXAMPLE_CRITERIA.grade("t", autograder=PerCriterionGrader(generate))
     assert peak[0] == 3
     assert [c.verdict for c in result.report or []] == ["MET", "UNMET", "MET"]
     assert result.raw_score == -5.0 and result.score == 0.0  # (10 - 15) / 18 < 0, clamped
@@ -176,7 +178,7 @@ async def test_one_shot_maps_zero_based_indices_in_any_order() -> None:
             ]
         )
 
-    result = await SEED_002.grade("t", autograder=PerCriterionOneShotGrader(generate))
+    result = await EXAMPLE_CRITERIA.grade("t", autograder=PerCriterionOneShotGrader(generate))
     assert [(c.verdict, c.reason) for c in result.report or []] == [
         ("MET", "yes"),
         ("UNMET", "no"),
@@ -196,7 +198,7 @@ async def test_one_shot_maps_zero_based_indices_in_any_order() -> None:
 async def test_one_shot_rejects_incomplete_answers(indices: list[int], message: str) -> None:
     output = {"criteria_evaluations": [{"criterion_idx": i, "criterion_status": "MET"} for i in indices]}
     with pytest.raises(GraderOutputError, match=message):
-        await SEED_002.grade("t", autograder=PerCriterionOneShotGrader(lambda s, u: output))
+        await EXAMPLE_CRITERIA.grade("t", autograder=PerCriterionOneShotGrader(lambda s, u: output))
 
 
 @pytest.mark.parametrize(
@@ -204,7 +206,7 @@ async def test_one_shot_rejects_incomplete_answers(indices: list[int], message: 
 )
 async def test_bad_generate_output_raises(bad: Any) -> None:
     with pytest.raises(GraderOutputError):
-        await SEED_002.grade("t", autograder=PerCriterionGrader(lambda s, u: bad))
+        await EXAMPLE_CRITERIA.grade("t", autograder=PerCriterionGrader(lambda s, u: bad))
 
 
 # -- prompts ----------------------------------------------------------------------------------------------
@@ -218,7 +220,9 @@ async def test_per_criterion_prompt_structure() -> None:
         return {"explanation": "", "criterion_status": "UNMET"}
 
     grader = PerCriterionGrader(generate, system_prompt="custom system")
-    await SEED_002.grade({"thinking": "let me think", "output": "the answer"}, grader, query="the question")
+    await EXAMPLE_CRITERIA.grade(
+        {"thinking": "let me think", "output": "the answer"}, grader, query="the question"
+    )
     systems, users = zip(*seen, strict=True)
     assert set(systems) == {"custom system"}
     positive = next(u for u in users if "17.2%" in u)
@@ -240,11 +244,11 @@ async def test_plain_text_response_and_no_query() -> None:
         users.append(user_prompt)
         return {"explanation": "", "overall_score": 10}
 
-    await SEED_002.grade("just text", RubricAsJudgeGrader(generate))
+    await EXAMPLE_CRITERIA.grade("just text", RubricAsJudgeGrader(generate))
     assert "<response>\njust text\n</response>" in users[0] and "<query>" not in users[0]
     assert 'weight="-15"' in users[0]
     with pytest.raises(ValueError, match="'output'"):
-        await SEED_002.grade({"thinking": "only thinking"}, RubricAsJudgeGrader(generate))
+        await EXAMPLE_CRITERIA.grade({"thinking": "only thinking"}, RubricAsJudgeGrader(generate))
 
 
 def test_default_system_prompts_explain_negative_criteria() -> None:
@@ -280,9 +284,9 @@ def server() -> Iterator[JudgeServer]:
 async def test_every_grader_runs_on_the_judge_client(server: JudgeServer) -> None:
     async with LLMJudgeClient(server.base_url, "m", backoff_initial_s=0.01, backoff_max_s=0.02) as client:
         server.inject("429", "truncated")  # retried inside the built-in generate function
-        per = await SEED_002.grade("t", PerCriterionGrader.from_client(client))
-        one = await SEED_002.grade("t", PerCriterionOneShotGrader.from_client(client))
-        holistic = await SEED_002.grade("t", RubricAsJudgeGrader.from_client(client, normalize=False))
+        per = await EXAMPLE_CRITERIA.grade("t", PerCriterionGrader.from_client(client))
+        one = await EXAMPLE_CRITERIA.grade("t", PerCriterionOneShotGrader.from_client(client))
+        holistic = await EXAMPLE_CRITERIA.grade("t", RubricAsJudgeGrader.from_client(client, normalize=False))
     assert per.raw_score == 18.0 and per.score == 1.0  # 10 + 8 MET, the negative one UNMET
     assert one.raw_score == 3.0  # all MET: 10 + 8 - 15
     assert holistic.llm_raw_score == 80.0 and holistic.score == pytest.approx(14.4)  # 0.8 * 18
@@ -294,4 +298,4 @@ async def test_built_in_generate_raises_after_the_last_retry(server: JudgeServer
     server.inject(*["malformed"] * 6)
     async with LLMJudgeClient(server.base_url, "m", max_attempts=2, backoff_initial_s=0.01) as client:
         with pytest.raises(JudgeError, match="malformed"):
-            await SEED_002.grade("t", RubricAsJudgeGrader.from_client(client))
+            await EXAMPLE_CRITERIA.grade("t", RubricAsJudgeGrader.from_client(client))

@@ -31,8 +31,8 @@ ALL_FORMATS = [
 ]
 
 
-def test_seed_004_example_2_binary_format() -> None:
-    # seed 004, example 2, with the import path this project uses
+def test_the_binary_format_example() -> None:
+    # the binary judge-format example, with the import path this project uses
     first_line = str(binary_judge_response_format).split("\n")[0]
     assert "JSON" in first_line and '"answer"' in first_line and '"reasoning"' in first_line
 

@@ -83,7 +83,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
 def test_off_policy_generation_runs_one_step_ahead(
     inference_dtype: str | None, tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    """With a bf16 sampling copy this configuration deadlocked (issue 13): a batch generated ahead waited
+    """With a bf16 sampling copy this configuration deadlocked once: a batch generated ahead waited
     on the backend's one thread while the weights were copied. The copy now runs on that thread, under the
     lock, as one more job in its queue."""
     monkeypatch.chdir(ROOT)

@@ -1,7 +1,7 @@
 """Drive the rubric builder in headless Chromium (Debian's ``chromium`` and ``chromium-driver``) with
 Selenium: start the app with the CLI, find widgets by their Streamlit keys (``.st-key-<key>``).
 
-Also a script: ``python -m tests.envs.gui.browser docs/gui_first_responder_dag.png`` writes the README's
+Also a script: ``python -m tests.envs.gui.browser docs/gui_first_responder_dag.png`` writes docs/gui.md's
 screenshot of first_responder's DAG view.
 """
 

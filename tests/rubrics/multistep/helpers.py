@@ -44,8 +44,8 @@ class ScriptedJudge:
         return {"type": "scripted"}
 
 
-def seed_requirements() -> list[Requirement]:
-    """Seed 004's quick-start workflow, with rules so it also runs with the rule judge."""
+def quickstart_requirements() -> list[Requirement]:
+    """The multi-step quick-start workflow, with rules so it also runs with the rule judge."""
     return [
         BinaryRequirement(
             name="scene_safety",

@@ -12,12 +12,12 @@ import pytest
 from rubrics.multistep import MultiStepRubric, Scenario, save_rubric, save_scenarios
 from train.cli import main
 
-from .helpers import rule_judges, seed_requirements
+from .helpers import quickstart_requirements, rule_judges
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges(), name="seed")
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges(), name="seed")
     rubric_path = tmp_path / "seed.yaml"
     save_rubric(rubric, rubric_path)
     scenario = Scenario(prompt="Crash.", answers={"scene_safety": {"answer": 1.0}}, name="s1")

@@ -16,7 +16,7 @@ from rubrics.multistep import (
     build_graph,
 )
 
-from .helpers import ScriptedJudge, rule_judges, seed_requirements
+from .helpers import ScriptedJudge, quickstart_requirements, rule_judges
 
 
 def B(name: str, deps: dict | None = None, **kw) -> BinaryRequirement:
@@ -24,7 +24,7 @@ def B(name: str, deps: dict | None = None, **kw) -> BinaryRequirement:
 
 
 def test_seed_quick_start_structure() -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges())
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges())
     assert rubric.roots == ["scene_safety"]
     assert rubric.levels == [
         ["scene_safety"],

@@ -73,7 +73,7 @@ async def test_an_ideal_reply_satisfies_the_whole_path_with_rule_judges(name: st
 
 @pytest.mark.parametrize("name", EXAMPLES)
 async def test_keyword_spam_does_not_win(name: str) -> None:
-    """A reply listing every rule phrase (the gaming DESIGN.md section 7 describes) scores poorly."""
+    """A reply listing every rule phrase (keyword gaming) scores poorly."""
     rubric, scenarios = load(name)
     spam = " ".join(p for r in rubric.requirements for phrases in rule_phrases(r).values() for p in phrases)
     rewards = [rubric.reward(await rubric.evaluate(s, spam), s.answers) for s in scenarios]

@@ -28,7 +28,7 @@ from rubrics.multistep import (
     save_scenarios,
 )
 
-from .helpers import ScriptedJudge, rule_judges, seed_requirements
+from .helpers import ScriptedJudge, quickstart_requirements, rule_judges
 
 MALFORMED = Path(__file__).parent / "malformed"
 
@@ -96,7 +96,7 @@ def test_round_trip_is_lossless_for_every_type(tmp_path: Path, strategy: dict) -
 
 
 def test_scenarios_round_trip_yaml_and_jsonl(tmp_path: Path) -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges(), name="seed")
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges(), name="seed")
     scenarios = [
         Scenario(
             prompt="You arrive at a crash.",
@@ -129,7 +129,7 @@ def test_malformed_files_are_refused_with_file_entry_and_field(path: Path) -> No
     expected = path.read_text().splitlines()[0].removeprefix("# expect: ")
     with pytest.raises(RubricFileError) as err:
         if path.name.startswith("scenarios"):
-            load_scenarios(path, MultiStepRubric(seed_requirements(), rule_judges()))
+            load_scenarios(path, MultiStepRubric(quickstart_requirements(), rule_judges()))
         else:
             load_rubric(path)
     message = str(err.value)

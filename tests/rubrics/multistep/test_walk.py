@@ -14,7 +14,7 @@ from rubrics.multistep.walk import STOP_REASONS, EvaluationResult, Walk
 from rubrics.rubric import Rubric
 from rubrics.types import StopReason
 
-from .helpers import ScriptedJudge, rule_judges, seed_requirements
+from .helpers import ScriptedJudge, quickstart_requirements, rule_judges
 
 SEED_SCENARIO = Scenario(
     prompt="You arrive at a minor crash; the scene is safe.",
@@ -28,7 +28,7 @@ SEED_SCENARIO = Scenario(
 
 
 async def test_seed_quick_start_with_rule_judge() -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges())
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges())
     SEED_SCENARIO.validate(rubric)
     result = await rubric.evaluate(SEED_SCENARIO, SEED_SCENARIO.completion)
     # "confirm safety" -> scene_safety 1.0 (correct) -> patient_consciousness: "speak to the patient" -> 1.0
@@ -50,7 +50,7 @@ async def test_correct_judgment_follows_the_ground_truth_branch() -> None:
         "airway_management": {"answer": 1.0},
     }
     judge = ScriptedJudge({"scene_safety": 1.0, "patient_consciousness": 0.0, "airway_management": 1.0})
-    rubric = MultiStepRubric(seed_requirements(), [judge])
+    rubric = MultiStepRubric(quickstart_requirements(), [judge])
     result = await rubric.evaluate(answers, "reply")
     assert result.path == ["scene_safety", "patient_consciousness", "airway_management"]
     assert "communication" not in judge.calls
@@ -64,7 +64,7 @@ async def test_incorrect_judgment_closes_the_branch() -> None:
     }
     judge = ScriptedJudge({"scene_safety": 1.0, "patient_consciousness": 0.0})
     rubric = MultiStepRubric(
-        seed_requirements(), [judge], reward_strategy={"type": "sum", "normalized": False}
+        quickstart_requirements(), [judge], reward_strategy={"type": "sum", "normalized": False}
     )
     result = await rubric.evaluate(answers, "reply")
     assert [(r.name, r.correct) for r in result.results] == [
@@ -76,7 +76,7 @@ async def test_incorrect_judgment_closes_the_branch() -> None:
 
 
 async def test_no_verdict_is_incorrect_not_an_error() -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges())
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges())
     state = {"completion": "I have no idea.", "answer": SEED_SCENARIO.answers}
     await rubric.score_rollout(state)
     assert "error" not in state and state["reward"] == 0.0
@@ -85,7 +85,7 @@ async def test_no_verdict_is_incorrect_not_an_error() -> None:
 
 async def test_missing_ground_truth_stops_with_its_reason() -> None:
     judge = ScriptedJudge({"scene_safety": 1.0})
-    rubric = MultiStepRubric(seed_requirements(), [judge])
+    rubric = MultiStepRubric(quickstart_requirements(), [judge])
     result = await rubric.evaluate({"scene_safety": {"answer": 1.0}}, "reply")
     assert result.stop_reason == "missing_ground_truth" and result.path == ["scene_safety"]
 
@@ -108,7 +108,7 @@ async def test_frontier_is_judged_concurrently_and_a_diamond_once() -> None:
 
 async def test_judge_failure_marks_the_rollout() -> None:
     judge = ScriptedJudge({"scene_safety": RuntimeError("judge endpoint gone after 5 attempts")})
-    rubric = MultiStepRubric(seed_requirements(), [judge])
+    rubric = MultiStepRubric(quickstart_requirements(), [judge])
     states = [
         {"completion": "x", "answer": SEED_SCENARIO.answers},
         {"completion": "y", "answer": SEED_SCENARIO.answers},
@@ -121,7 +121,7 @@ async def test_judge_failure_marks_the_rollout() -> None:
 
 async def test_prejudged_verdicts_are_reused() -> None:
     judge = ScriptedJudge({"scene_safety": 1.0, "patient_consciousness": 1.0, "communication": 1.0})
-    rubric = MultiStepRubric(seed_requirements(), [judge])
+    rubric = MultiStepRubric(quickstart_requirements(), [judge])
     state = SEED_SCENARIO.to_state()
     await rubric.score_rollout(state)
     calls = len(judge.calls)
@@ -132,7 +132,7 @@ async def test_prejudged_verdicts_are_reused() -> None:
 
 
 async def test_multistep_rubric_inside_a_group() -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges())
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges())
     brevity = Rubric(funcs=[lambda completion, **kw: 1.0 if len(completion) < 80 else 0.0], weights=[0.1])
     group = RubricGroup([rubric, brevity])
     states = [SEED_SCENARIO.to_state(), {**SEED_SCENARIO.to_state(), "completion": "I rush in."}]
@@ -260,7 +260,7 @@ def test_stop_reasons_are_plain_strings_in_data() -> None:
 
 
 def test_ground_truth_walk_follows_the_scenario_answers() -> None:
-    rubric = MultiStepRubric(seed_requirements(), rule_judges())
+    rubric = MultiStepRubric(quickstart_requirements(), rule_judges())
     answers = {
         "scene_safety": {"answer": 1.0},
         "patient_consciousness": {"answer": 0.0},

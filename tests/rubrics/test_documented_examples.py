@@ -1,4 +1,5 @@
-"""Every worked example of seeds 000 (RubricGroup), 001 (Rubric) and 003 (reward functions), as printed."""
+"""Every worked example of the scoring API's specification, as printed: rubric groups, rubrics and the signatures
+of reward functions."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def create_state(i: int = 0) -> dict[str, Any]:
     }
 
 
-# -- seed 000: RubricGroup ---------------------------------------------------------------------------
+# -- RubricGroup -----------------------------------------------------------------------------------
 
 
 async def test_seed000_scoring_a_single_rollout() -> None:
@@ -134,7 +135,7 @@ def test_seed000_group_is_a_rubric_and_combines_math_and_format() -> None:
     assert combined.weights == [1.0, 0.2]
 
 
-# -- seed 001: Rubric -----------------------------------------------------------------------------------
+# -- Rubric -------------------------------------------------------------------------------------------
 
 
 def test_seed001_constructor_defaults() -> None:
@@ -189,7 +190,7 @@ async def test_seed001_group_scoring_example() -> None:
     assert [s["advantage"] for s in states] == [-0.5] * 5 + [0.5] * 5
 
 
-# -- seed 003: reward function signatures ------------------------------------------------------------
+# -- reward function signatures --------------------------------------------------------------------
 
 
 def exact_match(answer: str, completion: str, **kwargs) -> float:
@@ -234,7 +235,7 @@ def best_of_n(completions: list[str], answers: list[str], **kwargs) -> list[floa
 def majority_vote(completions: list[str], answer: str, parser: Parser, **kwargs) -> list[float]:
     parsed = [parser.parse_answer(c) for c in completions]
     majority_answer = Counter(parsed).most_common(1)[0][0]
-    return [1.0 if p == majority_answer or p == answer else 0.0 for p in parsed]  # noqa: SIM109 (seed 003 verbatim)
+    return [1.0 if p == majority_answer or p == answer else 0.0 for p in parsed]  # noqa: SIM109 (the example verbatim)
 
 
 async def test_seed003_group_examples() -> None:
