@@ -10,8 +10,9 @@ import streamlit as st
 
 from envs.gui import state
 from envs.gui.dag_labels import answer_names, labelled_svg
-from envs.gui.document import find
+from envs.gui.document import Issue, find
 from envs.gui.editor import fmt
+from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.show import describe
 
 
@@ -22,6 +23,12 @@ def render() -> None:
     if rubric is None:
         st.error("the rubric is not valid, so it cannot be drawn: " + "; ".join(i.message for i in issues))
         return
+    _drawing(rubric, issues)
+    _path_explorer(rubric)
+
+
+def _drawing(rubric: MultiStepRubric, issues: list[Issue]) -> None:
+    """The DAG's counts, its drawing by level, and the builder's warnings."""
     graph = rubric.graph
     c = st.columns(5)
     c[0].metric("requirements", len(graph.requirements))
@@ -44,6 +51,10 @@ def render() -> None:
     for issue in issues:
         st.warning(issue.message)
 
+
+def _path_explorer(rubric: MultiStepRubric) -> None:
+    """Roots, terminals, what each answer unlocks, the root-to-terminal paths (bounded), the text form."""
+    graph = rubric.graph
     st.subheader("Path explorer")
     left, right = st.columns(2)
     left.markdown("**Roots** (where a walk starts): " + ", ".join(f"`{r}`" for r in graph.roots))

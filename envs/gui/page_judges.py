@@ -99,58 +99,72 @@ def render() -> None:
         if "judge" in issue.message and not issue.requirement:
             st.error(issue.message)
     for name, settings in judges.items():
-        with st.expander(f"{name} ({settings.get('type')})", expanded=True):
-            c1, c2 = st.columns(2)
-            c1.text_input("Judge name", value=name, key=_key(name, "name"))
-            c2.selectbox(
-                "Kind",
-                ["rules", "llm"],
-                index=["rules", "llm"].index(settings.get("type", "rules")),
-                key=_key(name, "type"),
-            )
-            if st.session_state.get(_key(name, "type")) == "llm":
-                c1.text_input(
-                    "Endpoint (OpenAI-compatible base URL)",
-                    value=str(settings.get("base_url", LLM_FIELDS["base_url"])),
-                    key=_key(name, "base_url"),
-                )
-                c2.text_input(
-                    "Model", value=str(settings.get("model", LLM_FIELDS["model"])), key=_key(name, "model")
-                )
-                c1.text_input(
-                    "Environment variable holding the API key (never the key)",
-                    value=str(settings.get("api_key_env", "")),
-                    key=_key(name, "api_key_env"),
-                )
-                c2.number_input(
-                    "Max concurrent requests",
-                    min_value=1,
-                    value=int(settings.get("max_concurrency", 32)),
-                    key=_key(name, "max_concurrency"),
-                )
-                c1.number_input(
-                    "Timeout per request (s)",
-                    min_value=0.1,
-                    value=float(settings.get("timeout_s", 60.0)),
-                    key=_key(name, "timeout_s"),
-                )
-                c2.number_input(
-                    "Attempts per verdict",
-                    min_value=1,
-                    value=int(settings.get("max_attempts", 5)),
-                    key=_key(name, "max_attempts"),
-                )
-            else:
-                st.caption("matches each requirement's own rules offline (whole words, case-insensitive)")
-            b1, b2 = st.columns(2)
-            b1.button("Save judge", key=f"judge_save_{rev}_{name}", on_click=_save_judge, args=(name,))
-            b2.button(
-                "Delete judge",
-                key=f"judge_delete_{rev}_{name}",
-                on_click=_delete_judge,
-                args=(name,),
-                disabled=len(judges) < 2,
-            )
+        _judge(name, settings, rev, deletable=len(judges) > 1)
+    _new_and_default_judge(doc, rev, judges)
+    _strategy_editor(doc, rev)
+
+
+def _judge(name: str, settings: dict[str, Any], rev: int, deletable: bool) -> None:
+    """One judge's editor: its name, kind and settings, Save and Delete."""
+    with st.expander(f"{name} ({settings.get('type')})", expanded=True):
+        c1, c2 = st.columns(2)
+        c1.text_input("Judge name", value=name, key=_key(name, "name"))
+        c2.selectbox(
+            "Kind",
+            ["rules", "llm"],
+            index=["rules", "llm"].index(settings.get("type", "rules")),
+            key=_key(name, "type"),
+        )
+        if st.session_state.get(_key(name, "type")) == "llm":
+            _llm_settings(name, settings, c1, c2)
+        else:
+            st.caption("matches each requirement's own rules offline (whole words, case-insensitive)")
+        b1, b2 = st.columns(2)
+        b1.button("Save judge", key=f"judge_save_{rev}_{name}", on_click=_save_judge, args=(name,))
+        b2.button(
+            "Delete judge",
+            key=f"judge_delete_{rev}_{name}",
+            on_click=_delete_judge,
+            args=(name,),
+            disabled=not deletable,
+        )
+
+
+def _llm_settings(name: str, settings: dict[str, Any], c1: Any, c2: Any) -> None:
+    """An LLM judge's endpoint, model, key variable, concurrency, timeout and attempts."""
+    c1.text_input(
+        "Endpoint (OpenAI-compatible base URL)",
+        value=str(settings.get("base_url", LLM_FIELDS["base_url"])),
+        key=_key(name, "base_url"),
+    )
+    c2.text_input("Model", value=str(settings.get("model", LLM_FIELDS["model"])), key=_key(name, "model"))
+    c1.text_input(
+        "Environment variable holding the API key (never the key)",
+        value=str(settings.get("api_key_env", "")),
+        key=_key(name, "api_key_env"),
+    )
+    c2.number_input(
+        "Max concurrent requests",
+        min_value=1,
+        value=int(settings.get("max_concurrency", 32)),
+        key=_key(name, "max_concurrency"),
+    )
+    c1.number_input(
+        "Timeout per request (s)",
+        min_value=0.1,
+        value=float(settings.get("timeout_s", 60.0)),
+        key=_key(name, "timeout_s"),
+    )
+    c2.number_input(
+        "Attempts per verdict",
+        min_value=1,
+        value=int(settings.get("max_attempts", 5)),
+        key=_key(name, "max_attempts"),
+    )
+
+
+def _new_and_default_judge(doc: document.Doc, rev: int, judges: dict[str, Any]) -> None:
+    """Add a judge; choose the default one."""
     c1, c2, c3 = st.columns([2, 1, 1])
     c1.text_input("New judge name", key="new_judge_name")
     c2.selectbox("Kind of the new judge", ["rules", "llm"], key="new_judge_type")
@@ -165,6 +179,9 @@ def render() -> None:
         on_change=_default_judge,
     )
 
+
+def _strategy_editor(doc: document.Doc, rev: int) -> None:
+    """The reward strategy, its normalisation and its parameters."""
     st.header("Reward strategy")
     strategy = document.strategy_of(doc)
     kinds = list(STRATEGIES)
