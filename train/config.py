@@ -8,6 +8,7 @@ model is loaded; errors name the file and the field.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,6 +70,11 @@ class EnvConfig(Section):
     eval_scenarios: str | None = None
     """Held-out scenario YAML/JSONL (``multistep``): evaluated before and after training, never trained on;
     when set, every scenario of ``scenarios`` is trained on and ``eval_fraction`` is not used."""
+    extra_eval_scenarios: dict[str, str] = Field(default_factory=dict)
+    """Further held-out sets (``multistep``), a name (lower-case letters, digits, ``_``) to a scenario file:
+    each is evaluated whenever the held-out set is, on its own (``eval_before_<name>/``,
+    ``eval_step_<k>_<name>/``, ``eval_after_<name>/``; metrics ``eval_<name>/...`` and
+    ``eval_final_<name>/...``), e.g. conditions that no training scenario has."""
     eval_fraction: float = Field(0.25, ge=0.0, lt=1.0)
     """Share of scenarios held out for evaluation (without ``eval_scenarios``)."""
     split_seed: int = 0
@@ -87,6 +93,17 @@ class EnvConfig(Section):
                 raise ValueError("env.data: a single_turn environment needs a JSONL of prompts")
             if ":" not in self.rubric:
                 raise ValueError("env.rubric: a single_turn environment names its rubric as module:attribute")
+            if self.extra_eval_scenarios:
+                raise ValueError(
+                    "env.extra_eval_scenarios: held-out scenario sets are for multistep environments"
+                )
+        if self.extra_eval_scenarios and not self.eval_scenarios and self.eval_fraction == 0:
+            raise ValueError(
+                "env.extra_eval_scenarios: they are evaluated with the held-out set, and there is none"
+            )
+        for name in self.extra_eval_scenarios:
+            if not re.fullmatch(r"[a-z0-9_]+", name):
+                raise ValueError(f"env.extra_eval_scenarios: {name!r} is not a set name (a-z, 0-9 and _)")
         return self
 
 

@@ -42,6 +42,7 @@ def named_files(cfg: TrainConfig) -> list[tuple[str, str, bool]]:
         named = [("env.rubric", env.rubric, False), ("env.scenarios", env.scenarios, True)]
         if env.eval_scenarios:
             named.append(("env.eval_scenarios", env.eval_scenarios, True))
+        named += [(f"env.extra_eval_scenarios.{k}", v, True) for k, v in env.extra_eval_scenarios.items()]
     if cfg.warm_start.demonstrations:
         named.append(("warm_start.demonstrations", cfg.warm_start.demonstrations, False))
     return named

@@ -90,11 +90,39 @@ def multistep_inputs(
     _override_judge_endpoint(cfg, rubric)
     scenarios = load_scenarios(scenario_path(cfg.env.scenarios), rubric, warn=warn)
     if cfg.env.eval_scenarios:
-        held = load_scenarios(scenario_path(cfg.env.eval_scenarios), rubric, warn=warn)
+        train, held = scenarios, load_scenarios(scenario_path(cfg.env.eval_scenarios), rubric, warn=warn)
         _check_disjoint(cfg, scenarios, held)
-        return rubric, scenarios, held
-    train, held = _held_out(cfg, scenarios)
+    else:
+        train, held = _held_out(cfg, scenarios)
+    extra_held_out(cfg, rubric, train, warn)  # read now: a bad file is found before anything loads
     return rubric, train, held
+
+
+def extra_held_out(
+    cfg: TrainConfig,
+    rubric: MultiStepRubric,
+    train: list[Scenario],
+    warn: Callable[[RubricFileError], None] | None = None,
+) -> dict[str, list[Scenario]]:
+    """The further held-out sets of ``env.extra_eval_scenarios`` by name, each disjoint from training."""
+    sets = {}
+    for name, path in cfg.env.extra_eval_scenarios.items():
+        held = load_scenarios(scenario_path(path), rubric, warn=warn)
+        _check_disjoint(cfg, train, held, f"env.extra_eval_scenarios.{name}: {path}")
+        sets[name] = held
+    return sets
+
+
+def extra_eval_examples(
+    cfg: TrainConfig, env: Environment, train: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The examples of every further held-out set (``env.extra_eval_scenarios``) by name."""
+    if not cfg.env.extra_eval_scenarios:
+        return {}
+    assert isinstance(env, MultiStepMultiTurnEnv)  # checked by the config
+    training = [example_scenario(e) for e in train]
+    sets = extra_held_out(cfg, env.multistep_rubric, training)
+    return {name: [scenario_example(s) for s in held] for name, held in sets.items()}
 
 
 def _multistep(
@@ -119,13 +147,13 @@ def scenario_path(path: str) -> Path:
     return p / "scenarios.yaml" if p.is_dir() else p
 
 
-def _check_disjoint(cfg: TrainConfig, train: list[Scenario], held: list[Scenario]) -> None:
+def _check_disjoint(cfg: TrainConfig, train: list[Scenario], held: list[Scenario], where: str = "") -> None:
     """A held-out scenario that is also trained on measures memory, not generalisation: refuse it."""
     prompts = {str(s.prompt) for s in train}
     shared = [s.name or str(s.prompt)[:60] for s in held if str(s.prompt) in prompts]
     if shared:
         raise ValueError(
-            f"env.eval_scenarios: {cfg.env.eval_scenarios}: {len(shared)} held-out scenario(s) also in "
+            f"{where or f'env.eval_scenarios: {cfg.env.eval_scenarios}'}: {len(shared)} held-out scenario(s) also in "
             f"env.scenarios (same prompt): {', '.join(shared[:5])}"
         )
 

@@ -48,7 +48,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.distributed import make_accelerator, tune_host_allocator
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
-    from train.task import build_task, probe_held_out
+    from train.task import build_task, extra_eval_examples, probe_held_out
     from train.warm_start import run_warm_start
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
@@ -83,13 +83,21 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 4. evaluate before training ----------------------------------------------------------------------
     eval_env = _at_temperature(env, cfg.logging.eval_temperature)
 
-    def evaluate(folder: str) -> dict[str, Any]:  # the same sampling noise before and after training
-        n, out = cfg.logging.eval_group_size, run_dir / folder
-        return loop.run(evaluate_to_dir(eval_env, backend, eval_examples, n, out, seed=cfg.seed + 424_242))
+    extra_sets = extra_eval_examples(cfg, env, train_examples) if eval_examples else {}
 
-    before = evaluate("eval_before") if start_step == 0 and eval_examples else None
-    if before is not None:
-        logger.log(0, _numbers(before, "eval/"))
+    def evaluate(folder: str, prefix: str, step: int) -> dict[str, Any]:
+        """The held-out set evaluated into ``folder`` and logged under ``prefix/`` at ``step``, and each further
+        set into ``folder_<name>``, under ``prefix_<name>/``; returns the held-out set's summary."""
+        n, seed = cfg.logging.eval_group_size, cfg.seed + 424_242  # the same sampling noise every time
+        summaries = {}
+        for name, examples in {"": eval_examples, **extra_sets}.items():
+            suffix = f"_{name}" if name else ""
+            out = run_dir / f"{folder}{suffix}"
+            summaries[name] = loop.run(evaluate_to_dir(eval_env, backend, examples, n, out, seed=seed))
+            logger.log(step, _numbers(summaries[name], f"{prefix}{suffix}/"))
+        return summaries[""]
+
+    before = evaluate("eval_before", "eval", 0) if start_step == 0 and eval_examples else None
     if before is not None and cfg.env.type == "multistep":  # the trivial policies, for the report
         rows = probe_held_out(cfg, env, train_examples, eval_examples)
         (run_dir / "probe.json").write_text(
@@ -101,7 +109,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
         loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
         if start_step == 0 and eval_examples:
-            logger.log(0, _numbers(evaluate("eval_warm_start"), "eval_warm_start/"))
+            evaluate("eval_warm_start", "eval_warm_start", 0)
 
     # -- 6. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
     prefetch = _Prefetch(orchestrator, loop, cfg)
@@ -116,13 +124,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
         progress(step + 1, metrics)
         if _evaluate_now(cfg, step + 1) and eval_examples:  # the held-out curve of a long run
-            logger.log(step + 1, _numbers(evaluate(f"eval_step_{step + 1}"), "eval/"))
+            evaluate(f"eval_step_{step + 1}", "eval", step + 1)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
     after = None
     if eval_examples and (start_step < cfg.max_steps or before is None):
-        after = evaluate("eval_after")
-        logger.log(cfg.max_steps, _numbers(after, "eval_final/"))
+        after = evaluate("eval_after", "eval_final", cfg.max_steps)
     loop.run(backend.close())
     loop.close()
     logger.finish()

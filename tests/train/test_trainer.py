@@ -388,3 +388,72 @@ def test_greedy_evaluation(tiny_model_dir: Path, tmp_path: Path, monkeypatch) ->
     assert by_prompt and all(len(completions) == 1 for completions in by_prompt.values())
     (step,) = [r for r in metrics(run) if "train/loss" in r]
     assert step["diversity/distinct_fraction"] > 0.25  # training rollouts still differ within a group
+
+
+@pytest.mark.slow
+def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``env.extra_eval_scenarios``: the new-conditions set goes to its own folders and metrics, beside the
+    held-out set, at every evaluation."""
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "run"
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        run,
+        "max_steps=1",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=2",
+        "rollout.max_tokens=8",
+        "optim.micro_batch_size=2",
+        "logging.eval_group_size=1",
+        "logging.progress=false",
+        "logging.wandb_mode=disabled",
+        "warm_start.demonstrations=null",
+        "env.extra_eval_scenarios={conditions: configs/scenarios/first_responder_heldout_conditions.yaml}",
+    )
+    train(cfg)
+    rows = metrics(run)
+    assert [r["step"] for r in rows if "eval_conditions/reward_mean" in r] == [0]
+    assert [r["step"] for r in rows if "eval_final_conditions/rollouts" in r] == [1]
+    assert [r["eval_final_conditions/rollouts"] for r in rows if "eval_final_conditions/rollouts" in r] == [
+        10
+    ]
+    assert [r["eval_final/rollouts"] for r in rows if "eval_final/rollouts" in r] == [16]
+    for folder in ("eval_before_conditions", "eval_after_conditions", "eval_before", "eval_after"):
+        assert (run / folder / "summary.json").is_file(), folder
+
+
+def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    from train.config import ConfigError
+    from train.task import multistep_inputs
+
+    monkeypatch.chdir(ROOT)
+    train_file = "configs/scenarios/first_responder_train.yaml"
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path,
+        f"env.extra_eval_scenarios={{again: {train_file}}}",
+    )
+    with pytest.raises(
+        ValueError, match=r"^env.extra_eval_scenarios.again: .*48 held-out scenario\(s\) also in"
+    ):
+        multistep_inputs(cfg)
+    with pytest.raises(ConfigError, match="'New' is not a set name"):
+        run_config(
+            "first_responder_cpu.yaml",
+            tiny_model_dir,
+            tmp_path,
+            f"env.extra_eval_scenarios={{New: {train_file}}}",
+        )
+    with pytest.raises(ConfigError, match="there is none"):
+        run_config(
+            "first_responder_cpu.yaml",
+            tiny_model_dir,
+            tmp_path,
+            "env.eval_scenarios=null",
+            "env.eval_fraction=0",
+            f"env.extra_eval_scenarios={{x: {train_file}}}",
+        )
