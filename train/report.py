@@ -1,5 +1,4 @@
-"""The end-of-run report of a run: ``report.png``, the few curves a researcher reads first, and ``report.md``,
-the held-out evaluations before and after training; and the diversity metrics a run logs every step.
+"""``report.png``: the few curves of a run a researcher reads first (``train.summary`` writes ``report.md``).
 
 ``report.png`` draws these panels from ``metrics.jsonl`` (every other metric is in wandb); a panel with
 nothing logged is left out:
@@ -30,14 +29,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-_WORD = re.compile(r"\w+")
-_SPACE = re.compile(r"\s+")
 
 HELD_OUT = "Held-out evaluation"
 _REWARD = "Training reward (mean ± std)"
@@ -85,39 +79,6 @@ class Panel:
     """The curves."""
     lines: dict[str, float] = field(default_factory=dict)
     """Horizontal lines: the rubric probe's trivial policies (name -> mean reward), on the held-out panel."""
-
-
-def diversity_metrics(texts: list[str], *, n: int = 4, min_count: int = 3) -> dict[str, float]:
-    """Diversity and repetition of a batch of completions (pass each rollout's model text, joined).
-
-    Words are ``\\w+`` runs of the lower-cased text.
-
-    - ``distinct_fraction`` = (distinct completions) / (completions), comparing texts with surrounding
-      whitespace stripped and inner whitespace runs collapsed to one space. 1.0: no two are alike.
-    - ``distinct_2`` = (distinct word bigrams over the whole batch) / (word bigrams over the whole batch),
-      the corpus-level distinct-2 of Li et al. (2016); 0.0 when the batch has no bigram at all.
-    - ``repetition_rate`` = fraction of completions in which some word ``n``-gram occurs at least
-      ``min_count`` times (default: a 4-gram three times), the signature of a repetition loop.
-
-    Raises:
-        ValueError: ``texts`` is empty.
-    """
-    if not texts:
-        raise ValueError("diversity_metrics needs at least one completion")
-    normalised = [_SPACE.sub(" ", text).strip() for text in texts]
-    words = [_WORD.findall(text.lower()) for text in texts]
-    bigrams = [tuple(w[i : i + 2]) for w in words for i in range(len(w) - 1)]
-    looping = sum(1 for w in words if _has_repeated_ngram(w, n, min_count))
-    return {
-        "distinct_fraction": len(set(normalised)) / len(texts),
-        "distinct_2": len(set(bigrams)) / len(bigrams) if bigrams else 0.0,
-        "repetition_rate": looping / len(texts),
-    }
-
-
-def _has_repeated_ngram(words: list[str], n: int, min_count: int) -> bool:
-    counts = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
-    return any(count >= min_count for count in counts.values())
 
 
 def read_metrics(metrics_jsonl: str | Path) -> list[dict[str, Any]]:
@@ -285,184 +246,6 @@ def _clustered_ci(folder: Path) -> float | None:
     if not rollouts.is_file():
         return None
     states = [json.loads(x) for x in rollouts.read_text(encoding="utf-8").splitlines() if x]
-    return _model_score("model", states).reward_ci95
+    from train.summary import model_score
 
-
-def _model_score(name: str, states: list[dict[str, Any]]) -> Any:
-    """The probe's statistics (``rubrics.multistep.probe.PolicyScore``) of a model's evaluated rollouts: the
-    mean reward with its interval clustered by scenario, over the rollouts that did not fail (as the
-    evaluation's own summary)."""
-    from rubrics.multistep.probe import Rollout, score_rollouts
-
-    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
-    rollouts = [Rollout.from_state(s) for s in healthy]
-    roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
-    return score_rollouts(name, rollouts, roots)
-
-
-def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
-    """``report.md`` of a run: the held-out evaluation before and after training side by side (and after the
-    supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
-    on the same scenarios.
-
-    Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). Every
-    mean reward is given with its 95% interval clustered by scenario (the rollouts of one scenario are not
-    independent), the same number in the headline and in each table; the change in mean reward with the
-    interval of the mean of its per-scenario differences (``paired_difference``). Diversity
-    and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
-    over each rollout's replies joined (a reply that restates the previous one counts there). Returns the
-    file's path.
-
-    Raises:
-        FileNotFoundError: an evaluation folder is missing (a run resumed after its last step has none new).
-    """
-    run_dir = Path(run_dir)
-    evals = {when: _read_eval(run_dir / f"eval_{when}") for when in ("before", "after")}
-    if (run_dir / "eval_warm_start" / "summary.json").is_file():
-        evals = {"before": evals["before"], "warm_start": _read_eval(run_dir / "eval_warm_start"), **evals}
-    from rubrics.multistep.probe import paired_difference
-
-    (_, before_rows), (after, after_rows) = evals["before"], evals["after"]
-    scores = {when: _model_score(_MODEL_ROWS[when], rows) for when, (_, rows) in evals.items()}
-    before_score, after_score = scores["before"], scores["after"]
-    change, change_ci, _ = paired_difference(after_score, before_score)
-    verdict = "rose by more than" if change > change_ci else "did not rise by more than"
-    lines = [
-        f"# Run report: {run_dir.name}",
-        "",
-        f"Held-out mean reward {verdict} its 95% interval: {before_score.reward_mean:.3f} ± "
-        f"{before_score.reward_ci95:.3f} before, {after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} "
-        f"after, change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} "
-        "scenarios; intervals clustered by scenario).",
-        "",
-        *_summary_table(evals, scores),
-        "",
-        *_beside_trivial_policies(run_dir, scores),
-        "![curves](report.png)",
-        "",
-        "## Sample replies, before and after",
-        "",
-        *_sample_replies(before_rows, after_rows, samples),
-    ]
-    out = run_dir / "report.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
-
-
-_MODEL_ROWS = {"before": "untrained", "warm_start": "warm start only", "after": "trained"}
-"""The report's name of each evaluation of the model."""
-
-
-def _beside_trivial_policies(run_dir: Path, model: dict[str, Any]) -> list[str]:
-    """The model's evaluations (untrained, after the warm start when there was one, trained) beside the
-    rubric probe's policies (``probe.json``, written by the trainer before training) on the held-out
-    scenarios: rewards with intervals clustered by scenario, root accuracy per branch, pass rates per level,
-    and the trained model's paired difference against each other row."""
-    from rubrics.multistep.probe import PolicyScore, format_table, paired_difference
-
-    probe_file = run_dir / "probe.json"
-    if not probe_file.is_file():
-        return []
-    probe_rows = [PolicyScore.from_dict(r) for r in json.loads(probe_file.read_text(encoding="utf-8"))]
-    table = [*model.values(), *probe_rows]
-    lines = ["## Held-out, beside the trivial policies", "", *format_table(table), ""]
-    lines += [
-        "Trained minus each row, paired by scenario (mean of the per-scenario differences, 95% t-interval); "
-        "`ideal` is the ceiling, not a trivial policy:",
-        "",
-    ]
-    for other in [row for when, row in model.items() if when != "after"] + probe_rows:
-        diff, half, n = paired_difference(model["after"], other)
-        verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
-        lines.append(
-            f"- {other.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
-        )
-    return [*lines, ""]
-
-
-def _summary_table(
-    evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], scores: dict[str, Any]
-) -> list[str]:
-    """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward (with
-    its clustered interval, ``scores``), replies, diversity and repetition, tokens, requirement pass rates."""
-    summaries = {when: summary for when, (summary, _) in evals.items()}
-    replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
-    diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
-    # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
-    whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
-    names = {"before": "before", "warm_start": "after the warm start", "after": "after"}
-
-    def row(label: str, cell: Callable[[str], str]) -> str:
-        return f"| {label} | " + " | ".join(cell(when) for when in evals) + " |"
-
-    lines = [
-        row("held-out", lambda when: names[when]),
-        "|---|" + "---|" * len(evals),
-        row(
-            "reward mean ± 95% CI (clustered)",
-            lambda when: f"{scores[when].reward_mean:.3f} ± {scores[when].reward_ci95:.3f}",
-        ),
-        row("replies", lambda when: str(len(replies[when]))),
-    ]
-    for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
-
-        def share(when: str, key: str = key) -> str:
-            return f"{diversity[when][key]:.3f}"
-
-        lines.append(row(f"{key} (per reply)", share))
-    lines.append(row("repetition_rate (whole rollout)", lambda when: f"{whole[when]['repetition_rate']:.3f}"))
-    lines.append(row("completion tokens", lambda when: str(summaries[when]["completion_tokens"])))
-    for name in sorted({n for summary in summaries.values() for n in summary.get("pass_rates", {})}):
-
-        def rate(when: str, name: str = name) -> str:
-            tally = summaries[when].get("pass_rates", {}).get(name)
-            return f"{tally['passed']}/{tally['judged']}" if tally else "-"
-
-        lines.append(row(f"requirement {name} passed", rate))
-    return lines
-
-
-def _sample_replies(
-    before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]], samples: int
-) -> list[str]:
-    """Up to ``samples`` scenarios: the first rollout's replies before and after training."""
-    lines: list[str] = []
-    after_by_prompt = {_prompt_key(r): r for r in reversed(after_rows)}  # the first rollout of each scenario
-    shown: set[str] = set()
-    for row in before_rows:
-        key = _prompt_key(row)
-        if key in shown or key not in after_by_prompt or len(shown) == samples:
-            continue
-        shown.add(key)
-        lines += [f"### {_quote(key, 300)}", ""]
-        for when, sample in (("before", row), ("after", after_by_prompt[key])):
-            lines.append(f"**{when}** (reward {sample.get('reward', math.nan):.3f}):")
-            lines += ["", *(f"> {text}" for text in _quote(_replies(sample), 1200).splitlines()), ""]
-    return lines
-
-
-def _read_eval(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    rows = [json.loads(x) for x in (folder / "rollouts.jsonl").read_text(encoding="utf-8").splitlines() if x]
-    return summary, rows
-
-
-def _reply_list(row: dict[str, Any]) -> list[str]:
-    """The model's replies of one rollout."""
-    return [m.get("content", "") for m in row.get("completion", []) if m.get("role") == "assistant"]
-
-
-def _replies(row: dict[str, Any]) -> str:
-    """The model's replies of one rollout, joined by blank lines."""
-    return "\n\n".join(_reply_list(row))
-
-
-def _prompt_key(row: dict[str, Any]) -> str:
-    """The scenario a rollout played: its last prompt message."""
-    prompt = row.get("prompt", "")
-    return str(prompt[-1].get("content", "")) if isinstance(prompt, list) and prompt else str(prompt)
-
-
-def _quote(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+    return model_score("model", states).reward_ci95

@@ -4,11 +4,15 @@ turns, depth, stop reasons, diversity. Plain Python over the states."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from rubrics.types import State
+
+_WORD = re.compile(r"\w+")
+_SPACE = re.compile(r"\s+")
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -33,8 +37,6 @@ def error_causes(states: Sequence[State]) -> Counter[str]:
 
 def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dict[str, float]:
     """Step metrics of every rollout (errored ones counted, left out of reward statistics)."""
-    from train.report import diversity_metrics
-
     healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
     out: dict[str, float] = {
         "rollouts": float(len(states)),
@@ -89,3 +91,36 @@ def sample_rows(states: Sequence[State], limit: int = 4) -> list[dict[str, Any]]
             }
         )
     return rows
+
+
+def diversity_metrics(texts: list[str], *, n: int = 4, min_count: int = 3) -> dict[str, float]:
+    """Diversity and repetition of a batch of completions (pass each rollout's model text, joined).
+
+    Words are ``\\w+`` runs of the lower-cased text.
+
+    - ``distinct_fraction`` = (distinct completions) / (completions), comparing texts with surrounding
+      whitespace stripped and inner whitespace runs collapsed to one space. 1.0: no two are alike.
+    - ``distinct_2`` = (distinct word bigrams over the whole batch) / (word bigrams over the whole batch),
+      the corpus-level distinct-2 of Li et al. (2016); 0.0 when the batch has no bigram at all.
+    - ``repetition_rate`` = fraction of completions in which some word ``n``-gram occurs at least
+      ``min_count`` times (default: a 4-gram three times), the signature of a repetition loop.
+
+    Raises:
+        ValueError: ``texts`` is empty.
+    """
+    if not texts:
+        raise ValueError("diversity_metrics needs at least one completion")
+    normalised = [_SPACE.sub(" ", text).strip() for text in texts]
+    words = [_WORD.findall(text.lower()) for text in texts]
+    bigrams = [tuple(w[i : i + 2]) for w in words for i in range(len(w) - 1)]
+    looping = sum(1 for w in words if _has_repeated_ngram(w, n, min_count))
+    return {
+        "distinct_fraction": len(set(normalised)) / len(texts),
+        "distinct_2": len(set(bigrams)) / len(bigrams) if bigrams else 0.0,
+        "repetition_rate": looping / len(texts),
+    }
+
+
+def _has_repeated_ngram(words: list[str], n: int, min_count: int) -> bool:
+    counts = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return any(count >= min_count for count in counts.values())

@@ -356,7 +356,8 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
 
 def _write_reports(run_dir: Path, evaluated_after: bool) -> None:
     """``report.png`` from the metrics, and ``report.md`` when both evaluations exist."""
-    from train.report import write_report, write_summary
+    from train.report import write_report
+    from train.summary import write_summary
 
     write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
     if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from train.report import diversity_metrics, figure_data, panel_keys, read_metrics, write_report, write_summary
+from train.report import figure_data, panel_keys, read_metrics, write_report
+from train.rollout_metrics import diversity_metrics
+from train.summary import write_summary
 
 
 def test_diversity_metrics_hand_derived() -> None:

@@ -423,6 +423,9 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
     assert [r["eval_final/rollouts"] for r in rows if "eval_final/rollouts" in r] == [16]
     for folder in ("eval_before_conditions", "eval_after_conditions", "eval_before", "eval_after"):
         assert (run / folder / "summary.json").is_file(), folder
+    report = (run / "report.md").read_text()
+    section = report[report.index("## Further held-out set: conditions") :]
+    assert "trained minus untrained: " in section and "over 10 scenarios" in section
 
 
 def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
