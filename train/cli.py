@@ -338,7 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 1
-    return int(args.handler(args))
+    from envs.models.loading import VersionError
+
+    try:
+        return int(args.handler(args))
+    except VersionError as exc:  # a too-old torch, transformers or accelerate: one line, before any work
+        print(f"rubric-grpo {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -150,3 +150,33 @@ def test_the_minimum_versions_are_the_ones_pyproject_pins() -> None:
     pins = {d.split(">=")[0].strip(): d.split(">=")[1].split(",")[0].strip() for d in deps if ">=" in d}
     for package, minimum in REQUIRED_VERSIONS.items():
         assert pins.get(package) == minimum, package
+
+
+def test_rubric_grpo_refuses_an_old_transformers_in_one_line(monkeypatch, capsys, tmp_path: Path) -> None:
+    """``rubric-grpo eval`` loads its model through ``LocalBackend.from_pretrained``: a too-old transformers is
+    one line and exit 2, not a traceback."""
+    from importlib import metadata
+
+    from train.cli import main
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "5.17.0" if name == "transformers" else real(name))
+    code = main(
+        [
+            "eval",
+            "--rubric",
+            str(ROOT / "configs/rubrics/first_responder.yaml"),
+            "--scenarios",
+            str(ROOT / "configs/scenarios/first_responder_heldout.yaml"),
+            "--model",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        code == 2
+        and len(err) == 1
+        and err[0].startswith("rubric-grpo eval: transformers 5.17.0 is installed")
+    )
