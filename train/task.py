@@ -94,7 +94,6 @@ def multistep_inputs(
         _check_disjoint(cfg, scenarios, held)
     else:
         train, held = _held_out(cfg, scenarios)
-    extra_held_out(cfg, rubric, train, warn)  # read now: a bad file is found before anything loads
     return rubric, train, held
 
 
