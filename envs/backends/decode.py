@@ -35,8 +35,8 @@ class Decoding:
     """Tokens that end a row (kept in its output); a finished row is fed ``pad_id`` after."""
     pad_id: int
     row_max_tokens: list[int] | None = None
-    """Each row's own token limit (None: ``max_new_tokens`` for all); a row stops at its limit, so requests
-    whose budgets differ share one batch."""
+    """Each row's own token limit, at most ``max_new_tokens`` (None: ``max_new_tokens`` for all); a row stops
+    at its limit, so requests whose budgets differ share one batch."""
     row_min_tokens: list[int] | None = None
     """Each row's own ``min_new_tokens`` (None: ``min_new_tokens`` for all)."""
     sync_every: int = 1
@@ -103,11 +103,10 @@ def decode(
     done = torch.zeros(rows, dtype=torch.bool, device=device)
     max_R = torch.tensor(how.row_max_tokens or [how.max_new_tokens] * rows, device=device)  # [R]
     min_R = torch.tensor(how.row_min_tokens or [how.min_new_tokens] * rows, device=device)  # [R]
-    steps = max(how.row_max_tokens) if how.row_max_tokens else how.max_new_tokens
     longest_min = max(how.row_min_tokens) if how.row_min_tokens else how.min_new_tokens
     live = torch.zeros((), dtype=torch.long, device=device)
     tokens, logprobs = [], []
-    for step in range(steps):
+    for step in range(how.max_new_tokens):
         live += (~done).sum()
         out = model(
             input_ids=feed,
