@@ -36,10 +36,9 @@ T = TypeVar("T")
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run GRPO as configured; returns the run folder and the evaluation summaries before and after."""
-    from envs.models.loading import check_versions, hub_kernels_off
+    from envs.models.loading import check_versions
 
     check_versions()  # before anything heavy: a too-old transformers would fail every rollout
-    hub_kernels_off()
     from accelerate.utils import set_seed
 
     from envs.evaluation import evaluate_to_dir
