@@ -218,13 +218,13 @@ def main() -> None:
     states_per_step: list[list[dict[str, Any]]] = []
     import train.orchestrator as orchestrator_module
 
-    real_score = orchestrator_module.score_groups
+    real_assign = orchestrator_module.assign_advantages
 
-    def score_groups(groups: Any, advantage: Any) -> Any:
+    def assign_advantages(groups: Any, *args: Any) -> Any:
         states_per_step.append([s for g in groups for s in g])
-        return real_score(groups, advantage)
+        return real_assign(groups, *args)
 
-    orchestrator_module.score_groups = score_groups  # type: ignore[assignment]
+    orchestrator_module.assign_advantages = assign_advantages  # type: ignore[assignment]
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()

@@ -136,19 +136,20 @@ class Environment:
         return state
 
     async def run_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
-        """``n`` rollouts of one example, scored with the rubric (advantages within the group).
+        """``n`` rollouts of one example, scored with the rubric: rewards and metrics. Advantages are the
+        caller's, over the groups it holds (``rubrics.advantages.assign_advantages``).
 
         A rollout that failed (the backend, a judge after its retries, the chat template) is marked and
-        left out of scoring: reward NaN, advantage 0.0, out of its group's baseline and of the loss. The
-        other rollouts of the group go on."""
+        left out of scoring: reward NaN, later advantage 0.0, out of its group's baseline and of the loss.
+        The other rollouts of the group go on."""
         start = time.perf_counter()
         states = await self.rollout_group(example, backend, n)
-        await self.rubric.score_group([s for s in states if not s.get("error")])
+        await self.rubric.score_rewards([s for s in states if not s.get("error")])
         for s in states:
             if (
                 s.get("error") and "reward" not in s
             ):  # failed before scoring (scoring errors keep their metrics)
-                s["reward"], s["advantage"], s["metrics"] = math.nan, 0.0, {}
+                s["reward"], s["metrics"] = math.nan, {}
             s["timing"]["total_ms"] = (time.perf_counter() - start) * 1000.0
         return states
 

@@ -11,8 +11,9 @@ The walk (``rubrics.multistep.walk.Walk``) owns that routing and the stop reason
 is a plain ``MultiTurnEnv`` that asks it, after each reply, what to reveal (``env_response``) or whether
 it is done (``is_completed``). A rollout stops when nothing is left to judge (``terminal``: every branch
 reached its end; ``incorrect``: some branch was closed; ``missing_ground_truth``), at ``max_turns`` or at
-the token budget (``token_budget``). The verdicts and the stop reason are left in ``state["multistep"]``
-so the rubric computes the reward without judging anything twice; judging time adds up in
+the token budget (``token_budget``). The walk in progress lives in ``state["progress"]``; when the rollout
+ends its verdicts, with the stop reason, are left in ``state["multistep"]`` (an ``EvaluationResult``) so
+the rubric computes the reward without judging anything twice; judging time adds up in
 ``state["timing"]["judge_ms"]``.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.environment import MultiTurnEnv
@@ -96,7 +97,7 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
     async def setup_state(self, state: State) -> None:
         """A fresh walk over the scenario's ground truth (``answer``) and reveals (``info``)."""
         reveals = state["info"].get("revealed_info", {})
-        _scratch(state)[_PROGRESS] = _Progress(self.multistep_rubric.walk(state["answer"], reveals))
+        state["progress"] = _Progress(self.multistep_rubric.walk(state["answer"], reveals))
 
     async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
         """Judge the latest reply as far as it goes; done when the walk has nothing left to judge."""
@@ -112,15 +113,12 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         return [{"role": "user", "content": "\n\n".join(_progress(state).reveals)}]
 
     def finish_rollout(self, state: State) -> State:
-        """Leave the verdicts, with the rollout's stop reason, in ``state["multistep"]`` (plain data)."""
-        result = _scratch(state).pop(_PROGRESS).walk.result
+        """Leave the verdicts, with the rollout's stop reason, in ``state["multistep"]``."""
+        result = _progress(state).walk.result
+        del state["progress"]
         result.stop_reason = StopReason(state["stop_reason"])
-        state["multistep"] = result.to_dict()
+        state["multistep"] = result
         return super().finish_rollout(state)
-
-
-_PROGRESS = "_multistep_progress"
-"""State key of a running rollout's ``_Progress`` (removed by ``finish_rollout``)."""
 
 
 @dataclass
@@ -133,12 +131,7 @@ class _Progress:
     """Texts the latest reply revealed: the next user message."""
 
 
-def _scratch(state: State) -> dict[str, Any]:
-    """The state as a plain dict, for the private key ``State`` does not declare."""
-    return cast(dict[str, Any], state)
-
-
 def _progress(state: State) -> _Progress:
-    progress = _scratch(state)[_PROGRESS]
+    progress = state["progress"]
     assert isinstance(progress, _Progress)
     return progress

@@ -1,6 +1,8 @@
 """Group-relative advantages: reward minus the group's baseline, optionally scaled by a std. The one
-definition, used by ``Rubric.score_group`` (``state["advantage"]``, scale ``"none"``) and by the trainer
-(``AdvantageConfig.scale_rewards``).
+place they are computed: ``assign_advantages`` writes ``state["advantage"]`` of scored groups, called by
+``Rubric.score_group`` and held-out evaluation (scale ``"none"``, group by group) and by the trainer's
+orchestrator (a whole step, ``AdvantageConfig.scale_rewards``); the training batch reads the advantages it
+wrote.
 
 Plain Python (no torch): a group's advantages are computed as soon as the group is scored.
 
@@ -29,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rubrics.types import State
+from rubrics.types import ScoredGroup, State
 
 Scale = Literal["group", "batch", "none"]
 """What (reward - group mean) is divided by: the group's std, the step's std, or nothing."""
@@ -164,3 +166,23 @@ def step_advantages(
     if scale == "batch":
         return batch_scale(rewards_NG, errored_NG, eps)
     return [group_advantages(rs, es, scale, eps) for rs, es in zip(rewards_NG, errored_NG, strict=True)]
+
+
+def assign_advantages(
+    groups: Sequence[Sequence[State]],
+    scale: Scale = "none",
+    drop_zero_variance: bool = False,
+    eps: float = EPS,
+) -> list[ScoredGroup]:
+    """Write each scored rollout's advantage (``state["advantage"]``) under ``scale``, the N ``groups``
+    taken together (``step_advantages``), and return them as ``ScoredGroup``s. A group is not kept when no
+    rollout is healthy, or when it has zero variance and ``drop_zero_variance``."""
+    rewards_errors_N = [rewards_and_errors(g) for g in groups]
+    rewards_NG, errored_NG = [r for r, _ in rewards_errors_N], [e for _, e in rewards_errors_N]
+    out = []
+    for states, result in zip(groups, step_advantages(rewards_NG, errored_NG, scale, eps), strict=True):
+        for state, advantage in zip(states, result.advantages_G, strict=True):
+            state["advantage"] = advantage
+        dropped = result.healthy == 0 or (result.zero_variance and drop_zero_variance)
+        out.append(ScoredGroup(states=list(states), zero_variance=result.zero_variance, kept=not dropped))
+    return out

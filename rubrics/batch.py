@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rubrics.rubric import Rubric
-from rubrics.types import State
+from rubrics.types import EvaluationResult, State
 
 
 class InputError(ValueError):
@@ -74,6 +74,11 @@ def read_states(path: Path) -> list[State]:
                 raise InputError(
                     f"{path}:{lineno}: field 'completion' must be a string or a list of messages"
                 )
+            if isinstance(item.get("multistep"), dict):  # verdicts written out: typed again
+                try:
+                    item["multistep"] = EvaluationResult.from_dict(item["multistep"])
+                except (TypeError, ValueError) as exc:
+                    raise InputError(f"{path}:{lineno}: field 'multistep': {exc}") from exc
             states.append(item)  # type: ignore[arg-type]
     if not states:
         raise InputError(f"{path}: no states (the file is empty)")

@@ -5,7 +5,9 @@ Scoring contract (what ``score_rollout`` and ``score_group`` write into each sta
 - ``state["reward"]``: the weighted sum of every reward function's value.
 - ``state["metrics"]``: every function's raw value by name, weight-0 metrics included.
 - ``state["timing"]["scoring_ms"]``: wall time of the scoring call.
-- ``state["advantage"]`` (``score_group`` only): reward minus the mean reward of the group's healthy rollouts.
+- ``state["advantage"]`` (``score_group`` only): reward minus the mean reward of the group's healthy rollouts
+  (``rubrics.advantages.assign_advantages``). ``score_rewards`` scores a group without it, for callers that
+  compute advantages over several groups at once (the trainer's step).
 
 Error policy: a reward function that raises (or returns something that is not a number) does not crash
 the batch and is not scored as a bad answer. The rollout is marked: ``state["error"]`` names the function
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
-from rubrics.advantages import group_advantages, rewards_and_errors
+from rubrics.advantages import assign_advantages
 from rubrics.binding import PLURAL_ARGS, SINGULAR_ARGS, Binding, bind, func_name
 from rubrics.parsers import Parser
 from rubrics.types import RewardFunc, RewardWithMetrics, State
@@ -152,6 +154,12 @@ class Rubric:
 
     async def score_group(self, states: list[State]) -> None:
         """Score a group of rollouts of one prompt with every function; sets rewards and advantages."""
+        await self.score_rewards(states)
+        assign_advantages([states])
+
+    async def score_rewards(self, states: list[State]) -> None:
+        """Score a group of rollouts of one prompt with every function (group functions included); sets
+        rewards, metrics and timing, not advantages."""
         if not states:
             return
         start = time.perf_counter()
@@ -159,7 +167,6 @@ class Rubric:
         elapsed_ms = (time.perf_counter() - start) * 1000.0
         for state, score in zip(states, scores, strict=True):
             write_score(state, score, elapsed_ms)
-        write_advantages(states)
 
     async def _score_states(self, states: Sequence[State], group: bool) -> list[RolloutScore]:
         """Run every function over ``states``; returns one score per state and mutates nothing."""
@@ -372,12 +379,3 @@ def write_score(state: State, score: RolloutScore, scoring_ms: float) -> None:
         message = "reward function " + "; reward function ".join(score.errors)
         state["error"] = f"{previous}; {message}" if previous else message
         state.setdefault("error_cause", "reward_function")
-
-
-def write_advantages(states: Sequence[State]) -> None:
-    """Advantage = reward minus the mean reward of the group's healthy (non-errored) rollouts; 0.0 for
-    errored ones (``rubrics.advantages.group_advantages`` with scale ``"none"``, as the trainer's)."""
-    rewards_G, errored_G = rewards_and_errors(states)
-    advantages_G = group_advantages(rewards_G, errored_G, scale="none").advantages_G
-    for state, advantage in zip(states, advantages_G, strict=True):
-        state["advantage"] = advantage

@@ -1,14 +1,16 @@
 """Core types shared by every part of rubric-grpo.
 
 States are plain ``dict`` objects: the source documents build them by hand, and that keeps working.
-``State`` is the ``TypedDict`` that documents the keys; every key is optional so a hand-built dict with a
-few of them is a valid state.
+``State`` is the ``TypedDict`` that declares every key the environments and the rubrics write; every key is
+optional so a hand-built dict with a few of them is a valid state. What a state holds is typed objects
+(the multi-step verdicts are an ``EvaluationResult``); ``plain_state`` turns one into plain data where it
+leaves the process (a line of ``rollouts.jsonl``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -62,7 +64,8 @@ class State(TypedDict, total=False):
     reward: float
     """Weighted sum of the reward functions; NaN when a reward function errored on this rollout."""
     advantage: float
-    """Reward minus the group's baseline; 0.0 for errored rollouts, which are left out of the baseline."""
+    """Reward minus the group's baseline, scaled as the caller asked (``rubrics.advantages``); 0.0 for
+    errored rollouts, which are left out of the baseline. The training batch trains on this value."""
     metrics: dict[str, float]
     """Raw value of every reward function and metric by name; ``errors/<name>`` counts failures."""
     timing: dict[str, float]
@@ -80,8 +83,11 @@ class State(TypedDict, total=False):
     """Why the rollout ended: a ``StopReason`` value (``completed``, ``terminal``, ``max_turns``, ...)."""
     sequence: dict[str, list[Any]]
     """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``."""
-    multistep: dict[str, Any]
+    multistep: EvaluationResult
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
+    progress: object
+    """An environment's own bookkeeping while the rollout runs (``MultiStepMultiTurnEnv``: its walk);
+    removed when the rollout finishes, so never scored or written out."""
 
 
 @dataclass(frozen=True)
@@ -98,17 +104,11 @@ class RewardWithMetrics:
 
 @dataclass
 class ScoredGroup:
-    """The G scored rollouts of one example with their advantages: what travels from the orchestrator to
-    the training batch (built by ``train.orchestrator``, advantages from ``rubrics.advantages``)."""
+    """The G scored rollouts of one example, each with its advantage (``state["advantage"]``): what travels
+    from the orchestrator to the training batch (built by ``rubrics.advantages.assign_advantages``)."""
 
     states: list[State]
     """[G] the scored rollouts, in the order the environment returned them."""
-    rewards_G: list[float]
-    """[G] each rollout's reward (NaN where it has none)."""
-    errored_G: list[bool]
-    """[G] left out of the baseline: ``state["error"]`` is set or the reward is not finite."""
-    advantages_G: list[float]
-    """[G] each rollout's advantage under the run's scaling; 0.0 for errored rollouts."""
     zero_variance: bool
     """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
     kept: bool
@@ -153,15 +153,89 @@ class StopReason(StrEnum):
     """The rollout failed (``error`` and ``error_cause`` say why): left out of scoring, baseline and loss."""
 
 
+@dataclass
+class RequirementResult:
+    """The verdict on one requirement of a multi-step rubric."""
+
+    name: str
+    """The requirement."""
+    level: int
+    """Its topological level in the DAG (0 for roots)."""
+    answer: float | list[float] | None
+    """The judged answer, a ``rubrics.multistep.requirements.Answer`` (None: the judge matched none)."""
+    truth: float | list[float]
+    """The scenario's ground-truth answer."""
+    correct: bool
+    """Whether the judged answer agrees with the ground truth."""
+    reasoning: str = ""
+    """The judge's explanation."""
+    judge: str = ""
+    """Which judge answered."""
+    turn: int = 0
+    """The model turn whose reply was judged (multi-turn environments)."""
+
+
+@dataclass
+class EvaluationResult:
+    """Everything one walk over a multi-step rubric decided (``rubrics.multistep.walk``)."""
+
+    results: list[RequirementResult] = field(default_factory=list)
+    """Judged requirements in judging order."""
+    stop_reason: StopReason = StopReason.TERMINAL
+    """Why the walk ended (``terminal``, ``incorrect``, ``missing_ground_truth``), or the environment's
+    reason when it stopped first."""
+
+    @property
+    def path(self) -> list[str]:
+        """The requirements judged correct, in order: the path taken."""
+        return [r.name for r in self.results if r.correct]
+
+    @property
+    def depth(self) -> int:
+        """Levels reached: one more than the deepest correct requirement's level (0 when none)."""
+        return max((r.level + 1 for r in self.results if r.correct), default=0)
+
+    def by_name(self) -> dict[str, RequirementResult]:
+        """Results keyed by requirement name."""
+        return {r.name: r for r in self.results}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for files and logs)."""
+        return {
+            "results": [asdict(r) for r in self.results],
+            "stop_reason": StopReason(self.stop_reason).value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
+        """Inverse of ``to_dict``."""
+        return cls(
+            results=[RequirementResult(**r) for r in data.get("results", [])],
+            stop_reason=StopReason(data.get("stop_reason", StopReason.TERMINAL)),
+        )
+
+
+def plain_state(state: State) -> dict[str, Any]:
+    """The state as plain data, for a JSON line (``rollouts.jsonl``): the verdicts as
+    ``EvaluationResult.to_dict``, everything else as it is."""
+    multistep = state.get("multistep")
+    if multistep is None:
+        return dict(state)
+    return {**state, "multistep": multistep.to_dict()}
+
+
 __all__ = [
+    "EvaluationResult",
     "GroupRewardFunc",
     "IndividualRewardFunc",
     "Message",
     "Messages",
+    "RequirementResult",
     "RewardFunc",
     "RewardWithMetrics",
     "ScoredGroup",
     "State",
     "StopReason",
     "TrajectoryStep",
+    "plain_state",
 ]

@@ -48,16 +48,16 @@ def states_to_batch(
     groups: Sequence[ScoredGroup], pad_token_id: int, mask_truncated: bool = False
 ) -> TrainBatch | None:
     """The trainable rollouts of the kept groups (errored ones and ones without a sequence are left out) as
-    one batch; None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
+    one batch, each with the advantage scoring wrote (``state["advantage"]``); None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
     sequences, advantages_B, truncated_B = [], [], []
     for group in groups:
         if not group.kept:
             raise ValueError("states_to_batch: a group dropped from training was passed (use kept_groups)")
-        for state, advantage in zip(group.states, group.advantages_G, strict=True):
+        for state in group.states:
             if state.get("error") or "sequence" not in state:
                 continue
             sequences.append(state["sequence"])
-            advantages_B.append(advantage)
+            advantages_B.append(state["advantage"])
             truncated_B.append(bool(state.get("is_truncated", False)))
     if not sequences:
         return None

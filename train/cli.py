@@ -11,6 +11,7 @@ from pathlib import Path
 
 def _score(args: argparse.Namespace) -> int:
     from rubrics.batch import InputError, import_rubric, read_states, score_states
+    from rubrics.types import plain_state
 
     try:
         rubric = import_rubric(args.rubric)
@@ -23,7 +24,7 @@ def _score(args: argparse.Namespace) -> int:
     def write(group: list) -> None:  # each group is saved as soon as it is scored
         if out is not None:
             for state in group:
-                out.write(json.dumps(state, default=str) + "\n")
+                out.write(json.dumps(plain_state(state), default=str) + "\n")
             out.flush()
 
     try:

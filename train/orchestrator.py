@@ -3,7 +3,9 @@
 It walks the training examples in a seeded order (the data cursor: epoch and position, saved in
 checkpoints), asks the environment for G rollouts of each example through the backend, and lets each group
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
-are async). When a group is complete its advantages are computed (``rubrics.advantages``). Sampling of step
+are async). When every group of the step is scored, their advantages are computed once, under the run's
+scale, and written into the states (``rubrics.advantages.assign_advantages``): the batch trains on those.
+Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
-from rubrics.advantages import is_errored, rewards_and_errors, step_advantages
+from rubrics.advantages import assign_advantages
 from rubrics.types import ScoredGroup, State
 from train.config import AdvantageConfig, TrainConfig
 
@@ -68,7 +70,7 @@ class StepRollouts:
     @property
     def kept_advantages(self) -> list[float]:
         """The advantages of every rollout of the kept groups (for metrics)."""
-        return [a for g in self.groups if g.kept for a in g.advantages_G]
+        return [s["advantage"] for g in self.groups if g.kept for s in g.states]
 
     @property
     def zero_variance_groups(self) -> int:
@@ -79,28 +81,6 @@ class StepRollouts:
     def dropped_groups(self) -> int:
         """Groups left out of the loss (zero variance, or no healthy rollout)."""
         return sum(not g.kept for g in self.groups)
-
-
-def score_groups(groups: Sequence[Sequence[State]], advantage: AdvantageConfig) -> list[ScoredGroup]:
-    """The scored groups of one step with their advantages, each marked kept or dropped: a group is dropped
-    when no rollout is healthy, or when it has zero variance and ``advantage.drop_zero_variance_groups``."""
-    rewards_errors_N = [rewards_and_errors(g) for g in groups]
-    rewards_NG, errored_NG = [r for r, _ in rewards_errors_N], [e for _, e in rewards_errors_N]
-    results = step_advantages(rewards_NG, errored_NG, advantage.scale_rewards)
-    out = []
-    for states, (rewards_G, errored_G), result in zip(groups, rewards_errors_N, results, strict=True):
-        dropped = result.healthy == 0 or (result.zero_variance and advantage.drop_zero_variance_groups)
-        out.append(
-            ScoredGroup(
-                states=list(states),
-                rewards_G=list(rewards_G),
-                errored_G=[is_errored(r, e) for r, e in zip(rewards_G, errored_G, strict=True)],
-                advantages_G=list(result.advantages_G),
-                zero_variance=result.zero_variance,
-                kept=not dropped,
-            )
-        )
-    return out
 
 
 class DataCursor:
@@ -190,8 +170,9 @@ class Orchestrator:
             *(self.env.run_group(self.examples[i], self.backend, self.group_size) for i in indices)
         )
         elapsed = time.perf_counter() - start
+        scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
         return StepRollouts(
-            groups=score_groups(groups, self.advantage),
+            groups=assign_advantages(groups, scale, drop),
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},

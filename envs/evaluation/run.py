@@ -14,7 +14,8 @@ from typing import Any
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
 from envs.evaluation.summary import EvalSummary, plot_summary, summarize
-from rubrics.types import State
+from rubrics.advantages import assign_advantages
+from rubrics.types import State, plain_state
 
 
 async def run_eval(
@@ -26,7 +27,8 @@ async def run_eval(
     concurrency: int = 4,
     progress: bool = True,
 ) -> tuple[EvalSummary, list[State]]:
-    """``n`` rollouts of every example, scored; each group is written to ``out_path`` as it finishes."""
+    """``n`` rollouts of every example, scored, with their advantages within each group (unscaled); each
+    group is written to ``out_path`` as it finishes."""
     from rich.progress import Progress
 
     out = Path(out_path) if out_path else None
@@ -42,10 +44,11 @@ async def run_eval(
         async def one(example: dict[str, Any]) -> None:
             async with semaphore:
                 group = await env.run_group(example, backend, n)
+            assign_advantages([group])
             states.extend(group)
             if handle is not None:
                 for s in group:
-                    handle.write(json.dumps(s, default=str) + "\n")
+                    handle.write(json.dumps(plain_state(s), default=str) + "\n")
                 handle.flush()
             bar.advance(task, len(group))
 

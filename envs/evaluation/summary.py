@@ -83,9 +83,10 @@ def summarize(states: Sequence[State], wall_s: float, examples: int) -> EvalSumm
     stops: Counter[str] = Counter()
     firsts = []
     for s in states:
-        for r in (s.get("multistep") or {}).get("results", []):
-            entry = passes.setdefault(r["name"], [0, 0])
-            entry[0] += int(bool(r["correct"]))
+        verdicts = s.get("multistep")
+        for r in verdicts.results if verdicts is not None else []:
+            entry = passes.setdefault(r.name, [0, 0])
+            entry[0] += int(r.correct)
             entry[1] += 1
         depth[int(s.get("metrics", {}).get("depth", 0))] += 1
         stops[str(s.get("stop_reason") or ("error" if s.get("error") else StopReason.COMPLETED.value))] += 1

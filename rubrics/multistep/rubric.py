@@ -2,14 +2,15 @@
 
 Scoring a state reads the scenario's ground truth from ``state["answer"]`` (requirement name ->
 ``{"answer", "reasoning"}``) and the reply from ``state["completion"]``. When an environment already
-judged the rollout turn by turn it leaves the verdicts in ``state["multistep"]`` and nothing is judged
-twice. Metrics: ``req/<name>`` (1.0 correct, 0.0 incorrect) for every judged requirement, ``depth``,
-``path_length`` and ``stop/<reason>``.
+judged the rollout turn by turn it leaves the verdicts in ``state["multistep"]`` (an ``EvaluationResult``)
+and nothing is judged twice. The reward compares them with the scenario's ideal walk, computed once per
+scenario (``MultiStepRubric.ideal_walk``). Metrics: ``req/<name>`` (1.0 correct, 0.0 incorrect) for every
+judged requirement, ``depth``, ``path_length`` and ``stop/<reason>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
@@ -56,6 +57,8 @@ class MultiStepRubric(Rubric):
             else RewardStrategy.from_dict(reward_strategy)
         )
         """How verdicts become one reward."""
+        self._ideal: dict[Hashable, EvaluationResult] = {}
+        """Ideal walks computed so far, by ground truth (``ideal_walk``)."""
         self._check_judges()
         self.add_reward_func(self.multistep_reward)
 
@@ -119,9 +122,18 @@ class MultiStepRubric(Rubric):
             answers = answers.answers
         return await evaluate(self.graph, self.judges, self.default_judge, answers, prompt, completion)
 
+    def ideal_walk(self, answers: Mapping[str, Any]) -> EvaluationResult:
+        """The scenario's ideal walk (``ground_truth_walk``), computed once per distinct ground truth and
+        kept: every rollout of a scenario is rewarded against the same one. Treat it as read-only."""
+        key = _frozen(answers)
+        ideal = self._ideal.get(key)
+        if ideal is None:
+            ideal = self._ideal[key] = ground_truth_walk(self.graph, answers)
+        return ideal
+
     def reward(self, result: EvaluationResult, answers: Mapping[str, Any]) -> float:
         """The strategy's reward for a walk, against the scenario's ideal walk."""
-        return self.reward_strategy(result.results, ground_truth_walk(self.graph, answers).results)
+        return self.reward_strategy(result.results, self.ideal_walk(answers).results)
 
     async def multistep_reward(
         self, prompt: Messages | str, completion: Messages | str, answer: Any, state: State
@@ -129,17 +141,23 @@ class MultiStepRubric(Rubric):
         """The reward function this rubric registers: evaluate (or reuse the environment's verdicts)."""
         if not isinstance(answer, Mapping):
             raise ValueError("state['answer'] must map requirement names to ground-truth answers")
-        prejudged = state.get("multistep")
-        if isinstance(prejudged, Mapping):
-            result = EvaluationResult.from_dict(prejudged)
-        else:
-            result = await self.evaluate(answer, completion, prompt)
-            state["multistep"] = result.to_dict()
+        result = state.get("multistep")
+        if result is None:
+            result = state["multistep"] = await self.evaluate(answer, completion, prompt)
         metrics = {f"req/{r.name}": 1.0 if r.correct else 0.0 for r in result.results}
         metrics["depth"] = float(result.depth)
         metrics["path_length"] = float(len(result.path))
         metrics[f"stop/{result.stop_reason}"] = 1.0
         return RewardWithMetrics(self.reward(result, answer), metrics)
+
+
+def _frozen(value: Any) -> Hashable:
+    """A hashable copy of plain data (mappings, lists, scalars): the key of a ground truth."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value if isinstance(value, Hashable) else repr(value)
 
 
 def _judges_by_name(

@@ -9,85 +9,26 @@ reply (progressive reveal).
 ``Walk`` is that state machine, the one place that owns the routing, the frontier and the stop reason:
 ``Walk.advance`` judges one reply as far as it goes and returns an ``Advance`` (what to reveal, or why the
 walk ended). The progressive-reveal environment calls it once per model turn; ``evaluate`` runs it over a
-single reply and ``ground_truth_walk`` follows the scenario's own answers with the same bookkeeping.
+single reply and ``ground_truth_walk`` follows the scenario's own answers with the same bookkeeping. The
+verdicts it records (``RequirementResult``, ``EvaluationResult``) are core types (``rubrics.types``): a
+rollout state carries them as they are.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rubrics.multistep.dag import Graph
 from rubrics.multistep.judging import RequirementJudge
 from rubrics.multistep.requirements import Answer, Requirement
-from rubrics.types import Messages, StopReason
+from rubrics.types import EvaluationResult, Messages, RequirementResult, StopReason
 
 STOP_REASONS = (StopReason.TERMINAL, StopReason.INCORRECT, StopReason.MISSING_GROUND_TRUTH)
 """Why a walk ends by itself (see ``StopReason``). Environments add their own (``max_turns``,
 ``token_budget``)."""
-
-
-@dataclass
-class RequirementResult:
-    """The verdict on one requirement."""
-
-    name: str
-    """The requirement."""
-    level: int
-    """Its topological level in the DAG (0 for roots)."""
-    answer: Answer | None
-    """The judged answer (None: the judge matched no answer)."""
-    truth: Answer
-    """The scenario's ground-truth answer."""
-    correct: bool
-    """Whether the judged answer agrees with the ground truth."""
-    reasoning: str = ""
-    """The judge's explanation."""
-    judge: str = ""
-    """Which judge answered."""
-    turn: int = 0
-    """The model turn whose reply was judged (multi-turn environments)."""
-
-
-@dataclass
-class EvaluationResult:
-    """Everything one walk decided."""
-
-    results: list[RequirementResult] = field(default_factory=list)
-    """Judged requirements in judging order."""
-    stop_reason: StopReason = StopReason.TERMINAL
-    """Why the walk ended (one of ``STOP_REASONS``, or the environment's reason when it stopped first)."""
-
-    @property
-    def path(self) -> list[str]:
-        """The requirements judged correct, in order: the path taken."""
-        return [r.name for r in self.results if r.correct]
-
-    @property
-    def depth(self) -> int:
-        """Levels reached: one more than the deepest correct requirement's level (0 when none)."""
-        return max((r.level + 1 for r in self.results if r.correct), default=0)
-
-    def by_name(self) -> dict[str, RequirementResult]:
-        """Results keyed by requirement name."""
-        return {r.name: r for r in self.results}
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (for states and logs)."""
-        return {
-            "results": [asdict(r) for r in self.results],
-            "stop_reason": StopReason(self.stop_reason).value,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
-        """Inverse of ``to_dict``."""
-        return cls(
-            results=[RequirementResult(**r) for r in data.get("results", [])],
-            stop_reason=StopReason(data.get("stop_reason", StopReason.TERMINAL)),
-        )
 
 
 @dataclass(frozen=True)

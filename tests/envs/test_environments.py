@@ -23,9 +23,10 @@ from envs.environment import MultiTurnEnv, SingleTurnEnv
 from envs.multistep_env import MultiStepMultiTurnEnv
 from envs.sequence import TrajectoryError, build_sequence
 from rubrics import Rubric
+from rubrics.advantages import assign_advantages
 from rubrics.judges.base import JudgeError
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
-from rubrics.types import StopReason
+from rubrics.types import EvaluationResult, StopReason, plain_state
 from tests.support.scripted_backend import FlakyBackend, ScriptedBackend
 
 QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
@@ -147,7 +148,7 @@ async def test_single_turn_env_records_the_trajectory(local: LocalBackend) -> No
         assert len(step["completion_ids"]) == len(step["completion_logprobs"]) <= 10
         assert s["reward"] == float(len(s["completion"][0]["content"]))
         assert s["timing"]["generation_ms"] > 0 and s["timing"]["scoring_ms"] >= 0
-    assert sum(s["advantage"] for s in states) == pytest.approx(0.0, abs=1e-9)
+    assert all("advantage" not in s for s in states)  # advantages are the caller's (assign_advantages)
 
 
 class EchoEnv(MultiTurnEnv):
@@ -276,8 +277,8 @@ async def test_reveals_wait_for_the_next_reply_and_plain_steps_are_judged_at_onc
             "I give oxygen and use the recovery position, then transport.",  # oxygen -> transport at once
         ],
     )
-    results = state["multistep"]["results"]
-    assert [(r["name"], r["turn"], r["correct"]) for r in results] == [
+    results = state["multistep"].results
+    assert [(r.name, r.turn, r.correct) for r in results] == [
         ("safety", 1, True),
         ("vitals", 2, True),
         ("oxygen", 3, True),
@@ -289,17 +290,17 @@ async def test_reveals_wait_for_the_next_reply_and_plain_steps_are_judged_at_onc
     assert state["completion"][3]["content"] == "Pulse 120, SpO2 88%."
     assert state["stop_reason"] == "terminal" and state["reward"] == 1.0
     assert state["metrics"]["req/transport"] == 1.0 and state["metrics"]["depth"] == 4.0
-    # plain data only: the walk is gone, stop reasons are plain strings, judging time is counted
-    assert type(state["stop_reason"]) is str and type(state["multistep"]["stop_reason"]) is str
-    assert json.loads(json.dumps(state["multistep"])) == state["multistep"]
-    assert not [k for k in state if k.startswith("_")] and state["timing"]["judge_ms"] >= 0.0
+    # the walk is gone, the verdicts are typed and write out as plain data, judging time is counted
+    assert isinstance(state["multistep"], EvaluationResult) and type(state["stop_reason"]) is str
+    assert json.loads(json.dumps(plain_state(state)))["multistep"]["stop_reason"] == "terminal"
+    assert "progress" not in state and state["timing"]["judge_ms"] >= 0.0
 
 
 async def test_incorrect_reply_closes_the_branch_and_nothing_is_judged_twice(tiny_model_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     state, backend = await run_reveal(tokenizer, ["It is not safe here."])
     assert len(backend.prompts) == 1 and state["stop_reason"] == "incorrect"
-    assert [r["name"] for r in state["multistep"]["results"]] == ["safety"]
+    assert [r.name for r in state["multistep"].results] == ["safety"]
     assert state["reward"] == 0.0
 
 
@@ -312,8 +313,8 @@ async def test_missing_ground_truth_ends_the_rollout_with_its_reason(tiny_model_
     )
     backend = ScriptedBackend(tokenizer, ["The scene is safe.", "I check vitals."])
     (state,) = await env.run_group(env.dataset[0], backend, n=1)
-    assert state["stop_reason"] == "missing_ground_truth" == state["multistep"]["stop_reason"]
-    assert [r["name"] for r in state["multistep"]["results"]] == ["safety", "vitals"]
+    assert state["stop_reason"] == "missing_ground_truth" == state["multistep"].stop_reason
+    assert [r.name for r in state["multistep"].results] == ["safety", "vitals"]
     assert state["metrics"]["stop/missing_ground_truth"] == 1.0 and len(backend.prompts) == 2
 
 
@@ -331,7 +332,7 @@ async def test_max_turns_and_token_budget_stop_the_rollout(tiny_model_dir: Path)
     )
     assert state["stop_reason"] == "token_budget" and len(backend.prompts) == 1
     assert state["completion"][-1]["role"] == "assistant"  # never ends on an unanswered message
-    assert state["multistep"]["stop_reason"] == "token_budget"  # the environment's reason, in the verdicts
+    assert state["multistep"].stop_reason == "token_budget"  # the environment's reason, in the verdicts
 
 
 async def test_a_prompt_over_the_budget_is_an_error_and_runs_no_walk(tiny_model_dir: Path) -> None:
@@ -340,7 +341,7 @@ async def test_a_prompt_over_the_budget_is_an_error_and_runs_no_walk(tiny_model_
     (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, ["x"]), n=1)
     assert "exceeds the token budget 8" in state["error"] and state["error_cause"] == "prompt_too_long"
     assert state["stop_reason"] == "error" and "multistep" not in state and state["trajectory"] == []
-    assert not [k for k in state if k.startswith("_")]
+    assert "progress" not in state
 
 
 class StoppingEnv(MultiTurnEnv):
@@ -397,13 +398,14 @@ async def test_a_failing_rollout_is_marked_and_the_group_goes_on(tiny_model_dir:
     replies = ["The scene is safe.", "boom", "The scene is not safe.", "I wait."]  # call 4 fails anyway
     backend = FlakyBackend(tokenizer, replies, fail_every=4)
     states = await env.run_group(env.dataset[0], backend, n=4)  # each rollout stops after its first reply
+    assign_advantages([states])
     causes = [s.get("error_cause") for s in states]
     assert causes == [None, "JudgeError", None, "BackendError"]
     for s in states[1::2]:  # failed: out of scoring, of the baseline and of the loss
         assert s["stop_reason"] == "error" and math.isnan(s["reward"]) and s["advantage"] == 0.0
         assert "sequence" not in s and s["error"].startswith(s["error_cause"])
     healthy = [s for s in states if not s.get("error")]
-    assert [s["multistep"]["results"][0]["correct"] for s in healthy] == [True, False]
+    assert [s["multistep"].results[0].correct for s in healthy] == [True, False]
     assert healthy[0]["advantage"] > 0  # the baseline is the mean of the two healthy rollouts
     assert healthy[0]["advantage"] == pytest.approx(-healthy[1]["advantage"])
 
@@ -412,5 +414,6 @@ async def test_a_group_sampled_in_one_request_fails_together(tiny_model_dir: Pat
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     env = SingleTurnEnv([{"prompt": "Hi"}], Rubric(funcs=[length_reward]), tokenizer)
     states = await env.run_group(env.dataset[0], FlakyBackend(tokenizer, ["x"], fail_every=1), n=3)
+    assign_advantages([states])
     assert [s["error_cause"] for s in states] == ["BackendError"] * 3
     assert all(math.isnan(s["reward"]) and s["advantage"] == 0.0 for s in states)

@@ -15,11 +15,16 @@ from transformers import AutoTokenizer
 
 from envs.evaluation import format_summary, run_eval, summarize
 from envs.multistep_env import MultiStepMultiTurnEnv
+from rubrics.types import EvaluationResult, RequirementResult
 from tests.envs.test_environments import SCENARIO, reveal_rubric
 from tests.support.scripted_backend import ScriptedBackend
 from train.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def verdicts(*judged: tuple[str, bool]) -> EvaluationResult:
+    return EvaluationResult([RequirementResult(name, 0, 1.0, 1.0, correct) for name, correct in judged])
 
 
 def test_summary_statistics_by_hand() -> None:
@@ -29,21 +34,21 @@ def test_summary_statistics_by_hand() -> None:
             "metrics": {"depth": 2.0},
             "stop_reason": "terminal",
             "completion": [{"content": "a"}],
-            "multistep": {"results": [{"name": "x", "correct": True}, {"name": "y", "correct": True}]},
+            "multistep": verdicts(("x", True), ("y", True)),
         },
         {
             "reward": 0.0,
             "metrics": {"depth": 0.0},
             "stop_reason": "incorrect",
             "completion": [{"content": "b"}],
-            "multistep": {"results": [{"name": "x", "correct": False}]},
+            "multistep": verdicts(("x", False)),
         },
         {
             "reward": 0.5,
             "metrics": {"depth": 1.0},
             "stop_reason": "max_turns",
             "completion": [{"content": "a"}],
-            "multistep": {"results": [{"name": "x", "correct": True}]},
+            "multistep": verdicts(("x", True)),
         },
         {"reward": math.nan, "error": "judge gone", "completion": [{"content": "c"}]},
     ]
@@ -69,7 +74,9 @@ async def test_run_eval_writes_every_rollout(tiny_model_dir: Path, tmp_path: Pat
     )
     lines = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert len(lines) == len(states) == summary.rollouts == 3
-    assert all("sequence" in x and "multistep" in x for x in lines)
+    assert all("sequence" in x and "multistep" in x and "advantage" in x for x in lines)
+    # the typed verdicts are written out as plain data, in the order the groups finished
+    assert [x["multistep"] for x in lines] == [s["multistep"].to_dict() for s in states]
     assert summary.pass_rates["safety"] == (3, 3)
 
 

@@ -47,14 +47,9 @@ def test_slice_trims_to_the_longest_real_sequence() -> None:
 
 
 def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> ScoredGroup:
-    return ScoredGroup(
-        states=states,
-        rewards_G=[float(s.get("reward", float("nan"))) for s in states],
-        errored_G=[bool(s.get("error")) for s in states],
-        advantages_G=advantages_G,
-        zero_variance=False,
-        kept=kept,
-    )
+    for state, advantage in zip(states, advantages_G, strict=True):
+        state["advantage"] = advantage  # as scoring writes it
+    return ScoredGroup(states=states, zero_variance=False, kept=kept)
 
 
 def test_states_to_batch_leaves_errored_rollouts_out() -> None:

@@ -1,10 +1,12 @@
 """The orchestrator with a fake environment (no model): data order, cursor positions, resume, groups kept and
-dropped, advantages per group."""
+dropped, advantages per group; and with the progressive-reveal environment: the ideal path once per
+scenario, the batch trains on the advantages scoring wrote."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
 
 from rubrics import Rubric
 from rubrics.types import State
+from tests.support.scripted_backend import ScriptedBackend
 from train.config import AdvantageConfig
 from train.orchestrator import DataCursor, Orchestrator, StepRollouts
 
@@ -35,7 +38,7 @@ class FakeEnv:
         states: list[State] = [
             {"completion": c, "info": {"id": example["id"]}} for c in example["completions"][:n]
         ]
-        await self.rubric.score_group(states)
+        await self.rubric.score_rewards(states)  # as Environment.run_group: advantages are the step's
         return states
 
 
@@ -131,31 +134,37 @@ def test_zero_variance_and_all_errored_groups_are_dropped() -> None:
     assert (rollouts.zero_variance_groups, rollouts.dropped_groups) == (2, 2)
     assert sorted(g.states[0]["info"]["id"] for g in rollouts.kept_groups) == [0, 3]
     assert len(rollouts.all_states) == 16  # every rollout, dropped groups included
-    assert by_id[3].errored_G == [False, False, False, True]
-    assert by_id[2].errored_G == [True] * 4 and all(math.isnan(r) for r in by_id[2].rewards_G)
+    assert [bool(s.get("error")) for s in by_id[3].states] == [False, False, False, True]
+    assert all(s.get("error") and math.isnan(s["reward"]) for s in by_id[2].states)
     # zero-variance groups kept when asked; an all-errored group never is
     _, keep_all = _step(AdvantageConfig(drop_zero_variance_groups=False))
     assert {i: g.kept for i, g in keep_all.items()} == {0: True, 1: True, 2: False, 3: True}
 
 
+def _advantages(group: Any) -> list[float]:
+    return [s["advantage"] for s in group.states]
+
+
 def test_advantages_per_group() -> None:
     rollouts, by_id = _step(AdvantageConfig(scale_rewards="group"))
     # id 0: [1, 0, 1, 0], mean 0.5, sample std sqrt(1/3) = 0.577350: +-0.5 / (0.577350 + 1e-4) = +-0.865875
-    assert by_id[0].advantages_G == pytest.approx([0.865875, -0.865875, 0.865875, -0.865875], abs=1e-6)
+    assert _advantages(by_id[0]) == pytest.approx([0.865875, -0.865875, 0.865875, -0.865875], abs=1e-6)
     # id 3: healthy [1, 0, 0], mean 1/3, squares 4/9 + 1/9 + 1/9 = 2/3, / 2 = 1/3, std 0.577350:
     # [2/3, -1/3, -1/3] / 0.577450 = [1.154501, -0.577250, -0.577250], the errored rollout 0.0
-    assert by_id[3].advantages_G == pytest.approx([1.154501, -0.577250, -0.577250, 0.0], abs=1e-6)
-    assert by_id[1].advantages_G == [0.0] * 4 and by_id[2].advantages_G == [0.0] * 4
-    assert sorted(rollouts.kept_advantages) == sorted(by_id[0].advantages_G + by_id[3].advantages_G)
+    assert _advantages(by_id[3]) == pytest.approx([1.154501, -0.577250, -0.577250, 0.0], abs=1e-6)
+    assert _advantages(by_id[1]) == [0.0] * 4 and _advantages(by_id[2]) == [0.0] * 4
+    assert sorted(rollouts.kept_advantages) == sorted(_advantages(by_id[0]) + _advantages(by_id[3]))
 
 
 def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
-    # scale "none": the trainer's advantages are exactly the state["advantage"] the rubric wrote
+    # scale "none": the step's advantages are exactly what Rubric.score_group writes for each group alone
     _, by_id = _step(AdvantageConfig(scale_rewards="none", drop_zero_variance_groups=False))
-    for group in by_id.values():
-        assert group.advantages_G == [s["advantage"] for s in group.states]
+    for i, group in by_id.items():
+        alone: list[State] = [{"completion": c} for c in MIXED[i]["completions"]]
+        asyncio.run(Rubric(funcs=[_score]).score_group(alone))
+        assert _advantages(group) == [s["advantage"] for s in alone]
     # id 3: healthy [1, 0, 0], mean 1/3: [2/3, -1/3, -1/3, 0]
-    assert by_id[3].advantages_G == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.0])
+    assert _advantages(by_id[3]) == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.0])
 
 
 def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() -> None:
@@ -164,11 +173,64 @@ def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() ->
     def state(*versions: int) -> State:
         return {"trajectory": [{"weight_version": v} for v in versions]}
 
-    groups = [ScoredGroup([state(3, 4), state(4)], [0.0, 1.0], [False, False], [-0.5, 0.5], False, True)]
+    groups = [ScoredGroup([state(3, 4), state(4)], zero_variance=False, kept=True)]
     rollouts = StepRollouts(groups=groups, generate_s=1.0, policy_version=3)  # requested with version 3
     # at step 4: the oldest turn is 1 step behind, the mean turn (3 + 4 + 4) / 3 is 1/3 of a step behind
     assert rollouts.off_policy_steps(4) == (1.0, pytest.approx(1 / 3))
     unstamped = StepRollouts(
-        groups=[ScoredGroup([{}], [0.0], [False], [0.0], True, False)], generate_s=1.0, policy_version=2
+        groups=[ScoredGroup([{}], zero_variance=True, kept=False)], generate_s=1.0, policy_version=2
     )
     assert unstamped.off_policy_steps(4) == (2.0, 2.0)  # no stamps: the requested version
+
+
+class AlternatingBackend(ScriptedBackend):
+    """Replies ``replies[k % len(replies)]`` to its k-th request, whatever the turn: rollouts of one scenario
+    differ, so their groups carry signal."""
+
+    async def generate(self, prompt_ids: list[int], params: Any) -> list[Any]:
+        self.replies = self.replies[1:] + self.replies[:1]
+        return await super().generate(prompt_ids, params)
+
+
+def test_a_step_computes_each_ideal_path_once_and_trains_on_the_advantages_scoring_wrote(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    import rubrics.multistep.rubric as multistep_rubric
+    from envs.multistep_env import MultiStepMultiTurnEnv
+    from rubrics.multistep import Scenario
+    from tests.envs.test_environments import SCENARIO, reveal_rubric
+    from train.batching import states_to_batch
+
+    ideal_walks: list[str] = []
+
+    def counted(graph: Any, answers: Any) -> Any:
+        ideal_walks.append(str(sorted(answers)))
+        return ground_truth_walk(graph, answers)
+
+    ground_truth_walk = multistep_rubric.ground_truth_walk
+    monkeypatch.setattr(multistep_rubric, "ground_truth_walk", counted)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    short = Scenario(prompt="A woman fell.", answers={"safety": {"answer": 0.0}}, name="fall")
+    env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO, short], tokenizer, max_turns=3)
+    replies = ["The scene is safe, I check vitals.", "It is not safe here.", "Give oxygen, transport."]
+    orch = Orchestrator(
+        env,
+        AlternatingBackend(tokenizer, replies),
+        env.dataset,
+        prompts_per_step=2,
+        group_size=4,
+        advantage=AdvantageConfig(scale_rewards="group", drop_zero_variance_groups=False),
+        seed=7,
+    )
+    for step in range(2):  # two steps of 2 scenarios x 4 rollouts: 16 rollouts, 2 ideal walks in all
+        rollouts = asyncio.run(orch.produce(step, policy_version=step))
+        assert len(rollouts.all_states) == 8 and not any(s.get("error") for s in rollouts.all_states)
+        batch = states_to_batch(rollouts.kept_groups, pad_token_id=0)
+        assert batch is not None
+        scored = [s["advantage"] for g in rollouts.kept_groups for s in g.states]
+        assert torch.equal(batch.advantages_B, torch.tensor(scored)) and any(scored)  # float32 both
+        assert rollouts.kept_advantages == scored
+    assert len(ideal_walks) == 2 and len(set(ideal_walks)) == 2

@@ -80,7 +80,7 @@ async def test_no_verdict_is_incorrect_not_an_error() -> None:
     state = {"completion": "I have no idea.", "answer": SEED_SCENARIO.answers}
     await rubric.score_rollout(state)
     assert "error" not in state and state["reward"] == 0.0
-    assert state["multistep"]["results"][0]["answer"] is None
+    assert state["multistep"].results[0].answer is None
 
 
 async def test_missing_ground_truth_stops_with_its_reason() -> None:
