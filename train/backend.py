@@ -1,9 +1,10 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
-``make_backend`` is the one place that reads ``rollout.backend``: the trainer sees only the
-``envs.backends.base.TrainingBackend`` protocol (generation, the thread and lock its torch work shares,
-``sync_weights``, ``check_sync``, ``close``). ``PolicyWeights`` is the policy as a backend sees it when the
-weights change: the unwrapped module, the full state dict gathered from the shards, the main process.
+``make_backend`` is the one place that reads ``rollout.backend``, and hands it to ``envs.build.make_backend``,
+which builds every backend. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
+(generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
+``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
+state dict gathered from the shards, the main process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.backends.base import TrainingBackend
+from envs.build import make_backend as build_backend
 from train.config import TrainConfig
 
 
@@ -47,17 +49,17 @@ class PolicyWeights:
 
 
 def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path) -> TrainingBackend:
-    """The backend ``cfg.rollout`` names, around ``policy`` (the unwrapped module) and its tokenizer."""
-    if cfg.rollout.backend == "local":
-        from envs.backends.local import LocalBackend
-        from train.distributed import resolve_inference_dtype
+    """The backend ``cfg.rollout`` names (``envs.build.make_backend``), around ``policy`` (the unwrapped
+    module) and its tokenizer."""
+    from train.distributed import resolve_inference_dtype
 
-        return LocalBackend(
-            policy,
-            tokenizer,
-            max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
-            sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
-        )
-    from envs.backends.vllm import VllmBackend
-
-    return VllmBackend(cfg.rollout.vllm_urls, str(model_dir))
+    backend, _ = build_backend(
+        cfg.rollout.backend,
+        model_dir,
+        vllm_urls=cfg.rollout.vllm_urls,
+        policy=policy,
+        tokenizer=tokenizer,
+        max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
+        sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
+    )
+    return backend

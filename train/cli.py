@@ -111,9 +111,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.split is None and args.eval_fraction is not None:  # a held-out share asks for the split
         args.split = "eval"
-    fields = {k: v for k, v in vars(args).items() if k in EvalJob.__dataclass_fields__ and v is not None}
     try:
-        asyncio.run(run_job(EvalJob(**fields), progress=not args.no_progress))
+        asyncio.run(run_job(EvalJob.from_flags(vars(args)), progress=not args.no_progress))
     except (RubricFileError, ValueError) as exc:
         print(f"rubric-grpo eval: {exc}", file=sys.stderr)
         return 2

@@ -66,7 +66,7 @@ def check_inputs(
     """Read every file ``cfg`` names as the run will; ``PreflightError`` (one line) at the first problem.
     ``config_path`` and ``overrides`` (``section.field=value``) are where ``cfg`` came from: a field's line
     in the file is named unless an override replaced it."""
-    from train.task import extra_held_out, multistep_inputs, single_turn_examples
+    from envs.build import extra_held_out, multistep_inputs, single_turn_examples
     from train.warm_start import load_demonstrations
 
     lines = _config_lines(config_path)
@@ -87,10 +87,11 @@ def check_inputs(
         raise PreflightError(f"{at('model.name_or_path')}: no such folder: {model}")
     try:
         if cfg.env.type == "single_turn":
-            single_turn_examples(cfg)
+            single_turn_examples(cfg.env)
         else:
-            rubric, train, _ = multistep_inputs(cfg, warn=lambda warning: None)  # the run logs the warnings
-            extra_held_out(cfg, rubric, train, warn=lambda warning: None)
+            # the run logs the warnings
+            rubric, train, _ = multistep_inputs(cfg.env, warn=lambda warning: None)
+            extra_held_out(cfg.env, rubric, train, warn=lambda warning: None)
         if cfg.warm_start.demonstrations:
             load_demonstrations(cfg.warm_start.demonstrations)
     except FileLoadError as exc:  # inside a named file: the file's own line and field

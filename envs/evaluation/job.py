@@ -1,28 +1,45 @@
-"""The ``rubric-grpo eval`` job: a multi-step rubric, its scenarios, a model, a backend, a report."""
+"""The ``rubric-grpo eval`` job: an environment (``EnvConfig``), a model, a backend, a report.
+
+The environment and the backend are built as the trainer builds its own (``envs.build``); the job adds only
+what an evaluation needs beyond them: which scenarios, how many rollouts, how to sample, where to write.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.backends.base import InferenceBackend, SamplingParams
-from envs.datasets import split
+from pydantic import ValidationError
+
+from envs.backends.base import SamplingParams
+from envs.build import make_backend, make_env, multistep_inputs
+from envs.config import EnvConfig
 from envs.evaluation.run import run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
-from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv
-from rubrics.multistep.io import load_rubric, load_scenarios
+
+ENV_FLAGS = {
+    "rubric": "rubric",
+    "scenarios": "scenarios",
+    "judge": "judge",
+    "eval_fraction": "eval_fraction",
+    "seed": "split_seed",
+    "system_prompt": "system_prompt",
+    "max_turns": "max_turns",
+    "max_total_tokens": "max_total_tokens",
+}
+"""``rubric-grpo eval``'s flags that set the environment, and the ``EnvConfig`` field each sets."""
+_FLAG_OF = {env_field: "--" + flag.replace("_", "-") for flag, env_field in ENV_FLAGS.items()}
 
 
 @dataclass
 class EvalJob:
-    """Everything ``rubric-grpo eval`` needs."""
+    """Everything ``rubric-grpo eval`` needs: the environment, and what the evaluation adds to it."""
 
-    rubric: str
-    """Multi-step rubric YAML."""
-    scenarios: str
-    """Scenario YAML/JSONL."""
+    env: EnvConfig
+    """The rubric, the scenarios and their split, the judge, the system prompt, the turn and token limits."""
     model: str = "smollm2"
     """``smollm2`` or a local model folder."""
     backend: str = "local"
@@ -32,47 +49,35 @@ class EvalJob:
     n: int = 4
     """Rollouts per scenario."""
     split: str = "all"
-    """Which scenarios: ``all`` (the whole file), or of a seeded split of it, ``eval`` (the held-out share)
-    or ``train`` (the rest)."""
-    eval_fraction: float = 0.25
-    """Share of scenarios held out by the split (``split`` ``eval`` or ``train``)."""
-    seed: int = 0
-    """Split and sampling seed."""
+    """Which scenarios: ``all`` (the whole file), or of the seeded split ``env.eval_fraction`` and
+    ``env.split_seed`` make, ``eval`` (the held-out share) or ``train`` (the rest)."""
     temperature: float = 1.0
     """Sampling temperature."""
     max_tokens: int = 128
     """Tokens per reply."""
-    max_turns: int = 6
-    """Replies per rollout."""
-    max_total_tokens: int = 2048
-    """Token budget per rollout."""
-    judge: str | None = None
-    """Override the rubric's default judge (e.g. ``llm``)."""
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    """The policy's system prompt."""
     out: str = "runs/eval"
     """Output folder: rollouts.jsonl, summary.json, eval.png."""
     concurrency: int = 8
     """Scenario groups in flight at once."""
 
+    @classmethod
+    def from_flags(cls, flags: Mapping[str, Any]) -> EvalJob:
+        """The job ``rubric-grpo eval``'s flags describe (None: the default); an evaluation plays 6 turns in
+        2,048 tokens unless told otherwise.
 
-def job_backend(job: EvalJob, model_dir: Path) -> tuple[InferenceBackend, Any]:
-    """The backend and the tokenizer for a job."""
-    from transformers import AutoTokenizer
-
-    if job.backend == "local":
-        from envs.backends.local import LocalBackend
-
-        local = LocalBackend.from_pretrained(str(model_dir))
-        return local, local.tokenizer
-    if job.backend == "vllm":
-        if not job.vllm_urls:
-            raise ValueError("backend 'vllm' needs at least one --vllm-url")
-        from envs.backends.vllm import VllmBackend
-
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        return VllmBackend(job.vllm_urls, str(model_dir)), tokenizer
-    raise ValueError(f"backend must be 'local' or 'vllm', got {job.backend!r}")
+        Raises:
+            ValueError: a flag's value is out of range, as ``--flag: what is wrong``."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        env = {"max_turns": 6, "max_total_tokens": 2048}
+        env.update({ENV_FLAGS[k]: v for k, v in given.items() if k in ENV_FLAGS})
+        try:
+            env_config = EnvConfig(**env)
+        except ValidationError as exc:  # one line naming the flags, as the command's other errors do
+            raise ValueError(
+                "; ".join(f"{_FLAG_OF[str(e['loc'][0])]}: {e['msg']}" for e in exc.errors())
+            ) from None
+        job = {k: v for k, v in given.items() if k in cls.__dataclass_fields__ and k != "env"}
+        return cls(env=env_config, **job)
 
 
 async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
@@ -81,34 +86,31 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
 
     out = Path(job.out)
     out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before any rollout starts)
-    rubric = load_rubric(job.rubric)
-    if job.judge is not None:
-        if job.judge not in rubric.judges:
-            raise ValueError(f"--judge {job.judge!r}: the rubric's judges are {', '.join(rubric.judges)}")
-        rubric.default_judge = job.judge
-    scenarios = load_scenarios(job.scenarios, rubric)
-    train, held = split(scenarios, job.eval_fraction, job.seed)
-    chosen = {"eval": held, "train": train, "all": scenarios}[job.split]
+    env_config = job.env if job.split != "all" else job.env.model_copy(update={"eval_fraction": 0.0})
+    try:  # every file read and checked before the model loads
+        multistep_inputs(env_config)
+    except ValueError as exc:  # a setting's error names its flag: "env.judge: what" is "--judge: what"
+        field, _, what = str(exc).partition(": ")
+        if field.startswith("env.") and field[4:] in _FLAG_OF:
+            raise ValueError(f"{_FLAG_OF[field[4:]]}: {what}") from None
+        raise
     model_dir = resolve_model(job.model)
-    backend, tokenizer = job_backend(job, model_dir)
-    sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
-    env = MultiStepMultiTurnEnv(
-        rubric,
-        chosen,
-        tokenizer,
-        system_prompt=job.system_prompt,
-        sampling=sampling,
-        max_turns=job.max_turns,
-        max_total_tokens=job.max_total_tokens,
-    )
+    if job.backend == "vllm" and not job.vllm_urls:
+        raise ValueError("backend 'vllm' needs at least one --vllm-url")
+    backend, tokenizer = make_backend(job.backend, model_dir, vllm_urls=job.vllm_urls)
     try:
+        sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
+        env, train, held = make_env(env_config, tokenizer, sampling)
+        chosen = held if job.split == "eval" else train  # ``all``: nothing is held out
         summary, states = await run_eval(
-            env, backend, env.dataset, job.n, out / "rollouts.jsonl", job.concurrency, progress
+            env, backend, chosen, job.n, out / "rollouts.jsonl", job.concurrency, progress
         )
     finally:
         await backend.close()
     (out / "summary.json").write_text(
-        json.dumps({"job": job.__dict__, **summary.as_dict()}, indent=2, default=str)
+        json.dumps(
+            {"job": {**job.__dict__, "env": job.env.model_dump()}, **summary.as_dict()}, indent=2, default=str
+        )
     )
     plot_summary(summary, states, out / "eval.png")
     print(format_summary(summary))

@@ -429,8 +429,8 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
 
 
 def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    from envs.build import extra_held_out, multistep_inputs
     from train.config import ConfigError
-    from train.task import extra_held_out, multistep_inputs
 
     monkeypatch.chdir(ROOT)
     train_file = "configs/scenarios/first_responder_train.yaml"
@@ -443,7 +443,7 @@ def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path:
     with pytest.raises(
         ValueError, match=r"^env.extra_eval_scenarios.again: .*48 held-out scenario\(s\) also in"
     ):
-        extra_held_out(cfg, *multistep_inputs(cfg)[:2])
+        extra_held_out(cfg.env, *multistep_inputs(cfg.env)[:2])
     with pytest.raises(ConfigError, match="'New' is not a set name"):
         run_config(
             "first_responder_cpu.yaml",

@@ -1,0 +1,185 @@
+"""How an environment and a backend are built: ``make_env`` from an ``EnvConfig``, ``make_backend`` from plain
+arguments. The trainer (``train.task``, ``train.backend``), ``rubric-grpo eval`` (``envs.evaluation.job``) and
+``rubric-grpo synth``'s local generator (``envs.synth.generate``) all build theirs here.
+
+Errors about a setting name it as the ``env`` section of a run config does (``env.judge: ...``); a file's
+own error is a ``FileLoadError`` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from envs.backends.base import SamplingParams, TrainingBackend
+from envs.config import EnvConfig
+from envs.datasets import split
+from envs.environment import Environment, SingleTurnEnv
+from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv, scenario_example
+from rubrics.loading import FileLoadError, parse_jsonl
+from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
+from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.scenario import Scenario
+
+T = TypeVar("T")
+
+Examples = list[dict[str, Any]]
+
+
+def make_env(
+    cfg: EnvConfig, tokenizer: Any, sampling: SamplingParams
+) -> tuple[Environment, Examples, Examples]:
+    """The environment ``cfg`` describes, sampling with ``sampling``, and its training and held-out examples
+    (``eval_scenarios``, or the seeded ``eval_fraction`` split; none held out at 0)."""
+    if cfg.type == "single_turn":
+        from rubrics.batch import import_rubric
+
+        examples = single_turn_examples(cfg)
+        train, held = _held_out(cfg, examples)
+        env: Environment = SingleTurnEnv(
+            examples,
+            import_rubric(cfg.rubric),
+            tokenizer,
+            system_prompt=cfg.system_prompt,
+            sampling=sampling,
+            max_total_tokens=cfg.max_total_tokens,
+        )
+        return env, train, held
+    rubric, train_scenarios, held_scenarios = multistep_inputs(cfg)
+    env = MultiStepMultiTurnEnv(
+        rubric,
+        [*train_scenarios, *held_scenarios],
+        tokenizer,
+        system_prompt=cfg.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        sampling=sampling,
+        max_turns=cfg.max_turns,
+        max_total_tokens=cfg.max_total_tokens,
+    )
+    return env, [scenario_example(s) for s in train_scenarios], [scenario_example(s) for s in held_scenarios]
+
+
+def single_turn_examples(cfg: EnvConfig) -> Examples:
+    """The examples of ``env.data`` (JSONL); ``FileLoadError`` names the file, the line and the field."""
+    assert cfg.data is not None  # checked by the config
+    examples = []
+    for line, example in parse_jsonl(cfg.data):
+        if not isinstance(example, dict) or "prompt" not in example:
+            raise FileLoadError(cfg.data, "is missing", line, "prompt")
+        examples.append(example)
+    return examples
+
+
+def multistep_inputs(
+    cfg: EnvConfig, warn: Callable[[RubricFileError], None] | None = None
+) -> tuple[MultiStepRubric, list[Scenario], list[Scenario]]:
+    """The rubric (its judge chosen and pointed as ``env`` says), the training and the held-out scenarios.
+
+    Raises:
+        FileLoadError: a file's error, naming the file, the line and the field.
+        ValueError: a config field that does not fit the files, as ``env.<field>: what is wrong``."""
+    rubric = load_rubric(cfg.rubric)
+    if cfg.judge is not None:
+        if cfg.judge not in rubric.judges:
+            raise ValueError(
+                f"env.judge: {cfg.judge!r} is not one of the rubric's judges ({', '.join(rubric.judges)})"
+            )
+        rubric.default_judge = cfg.judge
+    _override_judge_endpoint(cfg, rubric)
+    scenarios = load_scenarios(scenario_path(cfg.scenarios), rubric, warn=warn)
+    if cfg.eval_scenarios:
+        train, held = scenarios, load_scenarios(scenario_path(cfg.eval_scenarios), rubric, warn=warn)
+        _check_disjoint(cfg, scenarios, held)
+    else:
+        train, held = _held_out(cfg, scenarios)
+    return rubric, train, held
+
+
+def extra_held_out(
+    cfg: EnvConfig,
+    rubric: MultiStepRubric,
+    train: list[Scenario],
+    warn: Callable[[RubricFileError], None] | None = None,
+) -> dict[str, list[Scenario]]:
+    """The further held-out sets of ``env.extra_eval_scenarios`` by name, each disjoint from training."""
+    sets = {}
+    for name, path in cfg.extra_eval_scenarios.items():
+        held = load_scenarios(scenario_path(path), rubric, warn=warn)
+        _check_disjoint(cfg, train, held, f"env.extra_eval_scenarios.{name}: {path}")
+        sets[name] = held
+    return sets
+
+
+def scenario_path(path: str) -> Path:
+    """A scenario file, or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
+    p = Path(path)
+    return p / "scenarios.yaml" if p.is_dir() else p
+
+
+def _check_disjoint(cfg: EnvConfig, train: list[Scenario], held: list[Scenario], where: str = "") -> None:
+    """A held-out scenario that is also trained on measures memory, not generalisation: refuse it."""
+    prompts = {str(s.prompt) for s in train}
+    shared = [s.name or str(s.prompt)[:60] for s in held if str(s.prompt) in prompts]
+    if shared:
+        raise ValueError(
+            f"{where or f'env.eval_scenarios: {cfg.eval_scenarios}'}: {len(shared)} held-out scenario(s) also in "
+            f"env.scenarios (same prompt): {', '.join(shared[:5])}"
+        )
+
+
+def _held_out(cfg: EnvConfig, items: list[T]) -> tuple[list[T], list[T]]:
+    """``items`` split into training and held-out ones (``env.eval_fraction``, seeded); none held out at 0."""
+    return split(items, cfg.eval_fraction, cfg.split_seed) if cfg.eval_fraction else (items, [])
+
+
+def _override_judge_endpoint(cfg: EnvConfig, rubric: MultiStepRubric) -> None:
+    """Point the rubric's judge in use at ``env.judge_base_url`` / ``env.judge_model`` when they are set."""
+    from rubrics.multistep.judging import LLMRequirementJudge
+
+    if cfg.judge_base_url is None and cfg.judge_model is None:
+        return
+    judge = rubric.judges[rubric.default_judge]
+    if not isinstance(judge, LLMRequirementJudge):
+        field = "env.judge_base_url" if cfg.judge_base_url is not None else "env.judge_model"
+        raise ValueError(f"{field}: the judge in use, {rubric.default_judge!r}, is not an LLM judge")
+    judge.base_url = cfg.judge_base_url or judge.base_url
+    judge.model = cfg.judge_model or judge.model
+
+
+def make_backend(
+    backend: str,
+    model_dir: str | Path,
+    *,
+    vllm_urls: Sequence[str] = (),
+    policy: Any = None,
+    tokenizer: Any = None,
+    max_batch_rows: int = 64,
+    sampling_dtype: str | None = None,
+) -> tuple[TrainingBackend, Any]:
+    """The backend named ``backend`` on the model of ``model_dir``, and the tokenizer it samples with.
+
+    ``local``: transformers in this process, sampling from ``policy`` (the trainer's module, with its
+    ``tokenizer``) or, without one, from ``model_dir`` loaded on the CPU in float32; ``max_batch_rows`` and
+    ``sampling_dtype`` as ``LocalBackend`` takes them. ``vllm``: the servers at ``vllm_urls``, which serve
+    ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s."""
+    if backend == "local":
+        from envs.backends.local import LocalBackend
+
+        if policy is None:
+            local = LocalBackend.from_pretrained(
+                str(model_dir), max_batch_rows=max_batch_rows, sampling_dtype=sampling_dtype
+            )
+        else:
+            local = LocalBackend(
+                policy, tokenizer, max_batch_rows=max_batch_rows, sampling_dtype=sampling_dtype
+            )
+        return local, local.tokenizer
+    if backend == "vllm":
+        from envs.backends.vllm import VllmBackend
+
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        return VllmBackend(vllm_urls, str(model_dir)), tokenizer
+    raise ValueError(f"backend must be 'local' or 'vllm', got {backend!r}")

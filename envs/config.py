@@ -1,0 +1,76 @@
+"""The environment's settings: a pydantic model with a docstring per field; it imports without torch.
+
+``EnvConfig`` is the ``env`` section of a run config (``train.config.TrainConfig``) and the environment of a
+``rubric-grpo eval`` job (``envs.evaluation.job``); ``envs.build.make_env`` builds the environment from it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Section(BaseModel):
+    """Base: unknown fields are errors, values are checked on assignment, no NaN or infinity."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+class EnvConfig(Section):
+    """The environment and its data."""
+
+    type: Literal["multistep", "single_turn"] = "multistep"
+    """``multistep``: the progressive-reveal environment on a multi-step rubric; ``single_turn``: one reply
+    per prompt of ``data``, scored by the rubric ``rubric`` names as ``module:attribute``."""
+    rubric: str = "configs/rubrics/first_responder.yaml"
+    """Multi-step rubric YAML (``multistep``), or ``module:attribute`` of a Rubric (``single_turn``)."""
+    scenarios: str = "configs/scenarios/first_responder.yaml"
+    """Scenario YAML/JSONL (``multistep``), or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
+    data: str | None = None
+    """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``)."""
+    judge: str | None = None
+    """Override the rubric's default judge (``rules`` offline, ``llm`` with a judge server)."""
+    judge_base_url: str | None = None
+    """Override the endpoint of the judge in use (an LLM judge), e.g. ``http://judge-host:8001/v1``."""
+    judge_model: str | None = None
+    """Override the model name the judge in use (an LLM judge) sends."""
+    eval_scenarios: str | None = None
+    """Held-out scenario YAML/JSONL (``multistep``): evaluated before and after training, never trained on;
+    when set, every scenario of ``scenarios`` is trained on and ``eval_fraction`` is not used."""
+    extra_eval_scenarios: dict[str, str] = Field(default_factory=dict)
+    """Further held-out sets (``multistep``), a name (lower-case letters, digits, ``_``) to a scenario file:
+    each is evaluated whenever the held-out set is, on its own (``eval_before_<name>/``,
+    ``eval_step_<k>_<name>/``, ``eval_after_<name>/``; metrics ``eval_<name>/...`` and
+    ``eval_final_<name>/...``), e.g. conditions that no training scenario has."""
+    eval_fraction: float = Field(0.25, ge=0.0, lt=1.0)
+    """Share of scenarios held out for evaluation (without ``eval_scenarios``)."""
+    split_seed: int = 0
+    """Seed of the train/eval split."""
+    system_prompt: str | None = None
+    """The policy's system prompt (None: the environment's default)."""
+    max_turns: int = Field(4, ge=1)
+    """Model replies per rollout."""
+    max_total_tokens: int = Field(1024, ge=16)
+    """Token budget of one rollout (prompt, replies and reveals)."""
+
+    @model_validator(mode="after")
+    def _single_turn_inputs(self) -> EnvConfig:
+        if self.type == "single_turn":
+            if not self.data:
+                raise ValueError("env.data: a single_turn environment needs a JSONL of prompts")
+            if ":" not in self.rubric:
+                raise ValueError("env.rubric: a single_turn environment names its rubric as module:attribute")
+            if self.extra_eval_scenarios:
+                raise ValueError(
+                    "env.extra_eval_scenarios: held-out scenario sets are for multistep environments"
+                )
+        if self.extra_eval_scenarios and not self.eval_scenarios and self.eval_fraction == 0:
+            raise ValueError(
+                "env.extra_eval_scenarios: they are evaluated with the held-out set, and there is none"
+            )
+        for name in self.extra_eval_scenarios:
+            if not re.fullmatch(r"[a-z0-9_]+", name):
+                raise ValueError(f"env.extra_eval_scenarios: {name!r} is not a set name (a-z, 0-9 and _)")
+        return self
