@@ -20,7 +20,7 @@ from tests.envs.test_environments import SCENARIO, reveal_rubric
 from tests.support.scripted_backend import ScriptedBackend
 from train.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def verdicts(*judged: tuple[str, bool]) -> EvaluationResult:
