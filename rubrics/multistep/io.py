@@ -1,9 +1,10 @@
 """YAML in and out for multi-step rubrics (format version 1); scenario files are ``scenario_io.py``'s,
 re-exported here.
 
-Files are read through ``rubrics.loading`` (UTF-8, no Python objects from tags, duplicate keys refused,
-bounded nesting and aliases), then checked part by part against the declared schema (``schema.py``), then
-built (requirements, the DAG, judges, the strategy). Every error is a ``RubricFileError`` in the loaders'
+One way through: a file is read through ``rubrics.loading`` (UTF-8, no Python objects from tags, duplicate
+keys refused, bounded nesting and aliases), each part is checked against its schema (``schema.py``: the
+fields of the class it builds), and the checked part builds its object (requirements, judges, the strategy,
+then the rubric with its DAG). Every error is a ``RubricFileError`` in the loaders'
 message style, ``FILE:LINE: where.in.the.document: what is wrong (expected X, got Y)``. Saving then loading
 gives back an equal rubric.
 """
@@ -27,7 +28,7 @@ from rubrics.multistep.files import (
     read_yaml,
     validated,
 )
-from rubrics.multistep.judging import judge_from_dict
+from rubrics.multistep.judging import JUDGE_TYPES, RequirementJudge
 from rubrics.multistep.lint import RuleWarning, rule_warnings
 from rubrics.multistep.requirements import REQUIREMENT_TYPES, Requirement
 from rubrics.multistep.rubric import MultiStepRubric
@@ -126,40 +127,25 @@ def _requirement(doc: Document, where: tuple[Any, ...], data: Any) -> Requiremen
             (*where, "type"),
             f"unknown requirement type (expected one of {', '.join(REQUIREMENT_TYPES)}, got {show(kind)})",
         )
-    fields = dict(data)
-    if "options" in fields:
-        fields["options"] = _option_items(fields["options"])
-    schema = validated(doc, where, REQUIREMENT_SCHEMAS[kind], fields)
-    values = schema.model_dump(exclude_none=True, exclude={"type"})
+    values = validated(doc, where, REQUIREMENT_SCHEMAS[kind], data).model_dump(
+        exclude_none=True, exclude={"type"}
+    )
     try:
         return REQUIREMENT_TYPES[kind](**values)
     except ValueError as exc:
-        reason = str(exc).removeprefix(f"requirement {schema.name!r}: ")
+        reason = str(exc).removeprefix(f"requirement {values['name']!r}: ")
         raise error_at(doc, where, reason) from None
 
 
-def _option_items(options: Any) -> Any:
-    """Options in their list-of-mappings form: a bare number is ``{value: n}``; a mapping ``{n: meaning}``
-    is one ``{value, meaning}`` per entry."""
-    if isinstance(options, Mapping):
-        return [{"value": value, "meaning": meaning} for value, meaning in options.items()]
-    if isinstance(options, list):
-        return [item if isinstance(item, Mapping) else {"value": item} for item in options]
-    return options
-
-
-def _judge(doc: Document, name: str, data: Any) -> Any:
+def _judge(doc: Document, name: str, data: Any) -> RequirementJudge:
     where = ("judges", name)
     kind = data.get("type") if isinstance(data, Mapping) else None
     if not isinstance(kind, str) or kind not in JUDGE_SCHEMAS:
         got = show(kind) if isinstance(data, Mapping) else show(data)
         place = (*where, "type") if isinstance(data, Mapping) else where
         raise error_at(doc, place, f"unknown judge type (expected 'rules' or 'llm', got {got})")
-    schema = validated(doc, where, JUDGE_SCHEMAS[kind], data)
-    try:
-        return judge_from_dict(name, schema.model_dump(exclude_none=True))
-    except ValueError as exc:
-        raise error_at(doc, where, str(exc)) from None
+    values = validated(doc, where, JUDGE_SCHEMAS[kind], data).model_dump(exclude_none=True, exclude={"type"})
+    return JUDGE_TYPES[kind](name=name, **values)
 
 
 def _strategy(doc: Document, data: Any) -> RewardStrategy:
@@ -176,16 +162,16 @@ def _strategy(doc: Document, data: Any) -> RewardStrategy:
         raise error_at(
             doc, where, f"wrong type (expected a strategy name or a mapping with a type, got {show(data)})"
         )
-    schema = validated(doc, where, StrategySchema, data)
-    for param in ("level_bonus", "growth"):
-        allowed = PARAMS.get(schema.type, {})
-        if getattr(schema, param) is not None and param not in allowed:
-            reason = (
-                f"not a parameter of the {schema.type!r} strategy (allowed: {', '.join(allowed) or 'none'})"
-            )
-            raise error_at(doc, (*where, param), reason)
+    values = validated(doc, where, StrategySchema, data).model_dump(exclude_none=True)
+    allowed = PARAMS.get(values["type"], {})
+    foreign = [param for param in values if param not in ("type", "normalized", *allowed)]
+    if foreign:
+        reason = (
+            f"not a parameter of the {values['type']!r} strategy (allowed: {', '.join(allowed) or 'none'})"
+        )
+        raise error_at(doc, (*where, foreign[0]), reason)
     try:
-        return RewardStrategy.from_dict(schema.model_dump(exclude_none=True))
+        return RewardStrategy.from_dict(values)
     except ValueError as exc:
         raise error_at(doc, where, str(exc).removeprefix("reward strategy: ")) from None
 

@@ -16,17 +16,21 @@ heuristic (``is_negated``) applies to phrase lists only, and a rule switches it 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
+
+from pydantic import Field, StrictInt
 
 from rubrics.judges.base import response_text
 from rubrics.judges.client import LLMJudgeClient
 from rubrics.judges.formats import JudgeResponse
 from rubrics.judges.llm import LLMJudge
 from rubrics.judges.rules import keyword_pattern
+from rubrics.multistep.files import InFile, Positive, Text
 from rubrics.multistep.requirements import Requirement
 from rubrics.types import Messages
 
@@ -190,8 +194,8 @@ def rule_phrases(requirement: Requirement) -> dict[Any, list[str]]:
 class RuleJudge:
     """Judges with each requirement's keyword and pattern rules (offline, deterministic)."""
 
-    name: str = "rules"
-    """The judge's name in the rubric."""
+    name: Annotated[str, InFile(None)] = "rules"
+    """The judge's name in the rubric (its key under ``judges``, not a field in the file)."""
 
     def cannot_answer(self, requirement: Requirement) -> str | None:
         if not requirement.rules:
@@ -220,19 +224,19 @@ class RuleJudge:
 class LLMRequirementJudge:
     """Asks each requirement's question on an OpenAI-compatible endpoint (retries, cache, bounded concurrency)."""
 
-    name: str
-    """The judge's name in the rubric."""
-    base_url: str
+    name: Annotated[str, InFile(None)]
+    """The judge's name in the rubric (its key under ``judges``, not a field in the file)."""
+    base_url: Text
     """Endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
-    model: str
+    model: Text
     """Model name sent with every request."""
-    api_key_env: str | None = None
+    api_key_env: Text | None = None
     """Name of the environment variable that holds the key (never the key)."""
-    max_concurrency: int = 32
+    max_concurrency: Annotated[StrictInt, Field(ge=1)] = 32
     """Requests in flight at once."""
-    timeout_s: float = 60.0
-    """Time allowed for one request."""
-    max_attempts: int = 5
+    timeout_s: Positive = 60.0
+    """Seconds allowed for one request."""
+    max_attempts: Annotated[StrictInt, Field(ge=1)] = 5
     """Attempts per verdict."""
 
     def __post_init__(self) -> None:
@@ -266,35 +270,19 @@ class LLMRequirementJudge:
         return await llm(prompt, completion, truth)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": "llm", "base_url": self.base_url, "model": self.model}
-        if self.api_key_env:
-            data["api_key_env"] = self.api_key_env
-        defaults = {"max_concurrency": 32, "timeout_s": 60.0, "max_attempts": 5}
-        for key, default in defaults.items():
-            if getattr(self, key) != default:
-                data[key] = getattr(self, key)
+        """The file's fields, those at their default left out."""
+        data: dict[str, Any] = {"type": "llm"}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name != "name" and (
+                field.default is dataclasses.MISSING or value not in (field.default, None, "")
+            ):
+                data[field.name] = value
         return data
 
 
-def judge_from_dict(name: str, data: Mapping[str, Any]) -> RequirementJudge:
-    """Build a judge from its YAML mapping; ``ValueError`` names the judge and the field."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"judge {name!r}: expected a mapping with a 'type'")
-    kind = data.get("type")
-    fields = {k: v for k, v in data.items() if k != "type"}
-    if kind == "rules":
-        if fields:
-            raise ValueError(f"judge {name!r}: rule judges take no fields, got {sorted(fields)}")
-        return RuleJudge(name=name)
-    if kind == "llm":
-        allowed = {"base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "max_attempts"}
-        unknown = set(fields) - allowed
-        if unknown:
-            raise ValueError(
-                f"judge {name!r}: unknown field(s) {sorted(unknown)} (allowed: {sorted(allowed)})"
-            )
-        for required in ("base_url", "model"):
-            if not isinstance(fields.get(required), str) or not fields[required]:
-                raise ValueError(f"judge {name!r}: field {required!r} is required (a string)")
-        return LLMRequirementJudge(name=name, **fields)
-    raise ValueError(f"judge {name!r}: field 'type' must be 'rules' or 'llm', got {kind!r}")
+JUDGE_TYPES: dict[str, type[RuleJudge | LLMRequirementJudge]] = {
+    "rules": RuleJudge,
+    "llm": LLMRequirementJudge,
+}
+"""Judge classes by their YAML ``type``."""

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 
 from rubrics.judges.formats import (
     BinaryJudgeResponseFormat,
@@ -24,27 +26,33 @@ from rubrics.judges.formats import (
     UnitVectorJudgeResponseFormat,
 )
 from rubrics.messages import show
+from rubrics.multistep.files import InFile, Number, Text, distinct
 
 Answer = float | list[float]
 """A judged or ground-truth answer: a number, or a probability vector for unit-vector requirements."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Requirement:
-    """One question of a multi-step rubric."""
+    """One question of a multi-step rubric; its fields are those of a requirement in a rubric file
+    (``rubrics.multistep.files.file_schema``), beside the ``type`` key that names its class."""
 
     kind: ClassVar[str] = ""
     """The ``type`` name used in YAML."""
 
-    name: str
+    name: Text
     """Unique, identifier-like name; metrics are ``req/<name>``."""
-    question: str
+    question: Text
     """What an LLM judge is asked about the model's reply."""
-    dependencies: dict[Any, list[str]] = field(default_factory=dict)
-    """Judged answer -> names of the requirements it unlocks. Empty: terminal."""
-    judge: str | None = None
+    dependencies: Annotated[dict[Any, list[str]], InFile(dict[Any, list[Text] | None] | None)] = field(
+        default_factory=dict
+    )
+    """Judged answer -> names of the requirements it unlocks. Empty (or a branch of nothing): terminal."""
+    judge: Text | None = None
     """Name of the rubric judge that answers this requirement (None: the rubric's default judge)."""
-    rules: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    rules: Annotated[dict[Any, dict[str, Any]], InFile(dict[Any, dict[StrictStr, Any]] | None)] = field(
+        default_factory=dict
+    )
     """For rule judges: answer value -> match spec (``any``/``all``/``none``/``regex``)."""
 
     def __post_init__(self) -> None:
@@ -109,7 +117,7 @@ class Requirement:
         return {}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BinaryRequirement(Requirement):
     """A yes/no question: answers 1.0 (yes) and 0.0 (no)."""
 
@@ -120,13 +128,45 @@ class BinaryRequirement(Requirement):
         return BinaryJudgeResponseFormat()
 
 
-@dataclass
+class Option(BaseModel):
+    """One option of a discrete requirement, as a file writes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: Number
+    """The answer value."""
+    meaning: StrictStr = ""
+    """What it means (shown to judges)."""
+
+
+def _option_items(options: Any) -> Any:
+    """Options in their list-of-mappings form: a bare number is ``{value: n}``; a mapping ``{n: meaning}``
+    is one ``{value, meaning}`` per entry."""
+    if isinstance(options, Mapping):
+        return [{"value": value, "meaning": meaning} for value, meaning in options.items()]
+    if isinstance(options, list):
+        return [item if isinstance(item, Mapping) else {"value": item} for item in options]
+    return options
+
+
+@dataclass(kw_only=True)
 class DiscreteRequirement(Requirement):
     """One of a fixed set of numeric options, each with a meaning."""
 
     kind: ClassVar[str] = "discrete"
-    options: dict[float, str] = field(default_factory=dict)
-    """Allowed answers and what each means."""
+    options: Annotated[
+        dict[float, str],
+        InFile(
+            Annotated[
+                list[Option],
+                Field(min_length=1),
+                BeforeValidator(_option_items),
+                AfterValidator(distinct("option value")),
+            ]
+        ),
+    ]
+    """Allowed answers and what each means (a file lists them: bare numbers, ``{value, meaning}``
+    mappings, or one ``{value: meaning}`` mapping)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.options, Sequence):
@@ -145,7 +185,7 @@ class DiscreteRequirement(Requirement):
         return {"options": [{"value": v, "meaning": m} for v, m in self.options.items()]}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ContinuousRequirement(Requirement):
     """Any number in ``[low, high]``; routes to the nearest dependency key (ties: the smaller key).
 
@@ -153,11 +193,11 @@ class ContinuousRequirement(Requirement):
     """
 
     kind: ClassVar[str] = "continuous"
-    low: float = 0.0
+    low: Number = 0.0
     """Smallest allowed answer."""
-    high: float = 1.0
+    high: Number = 1.0
     """Largest allowed answer."""
-    tolerance: float = 0.1
+    tolerance: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)] = 0.1
     """Largest distance from the ground truth that still counts as correct."""
 
     def __post_init__(self) -> None:
@@ -183,14 +223,14 @@ class ContinuousRequirement(Requirement):
         return {"low": self.low, "high": self.high, "tolerance": self.tolerance}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class UnitVectorRequirement(Requirement):
     """A probability vector over labels; routes by the label with the largest mass (dependency keys are
     label indices), and a judged answer is correct when its top label equals the ground truth's."""
 
     kind: ClassVar[str] = "unit_vector"
-    labels: list[str] = field(default_factory=list)
-    """The label of each position."""
+    labels: Annotated[list[Text], Field(min_length=2), AfterValidator(distinct("label"))]
+    """The label of each position (a YAML list, not one comma-separated string)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.labels, str) or not all(isinstance(label, str) for label in self.labels):

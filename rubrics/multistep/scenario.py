@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import StrictStr
 
 from rubrics.messages import show
 from rubrics.multistep.dag import Graph
+from rubrics.multistep.files import InFile, Text
 from rubrics.multistep.walk import ground_truth_walk
 from rubrics.types import Messages, State
 
@@ -45,24 +48,28 @@ class HasGraph(Protocol):
         ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Scenario:
-    """One situation to act in, with the answers a judge compares the model's replies against."""
+    """One situation to act in, with the answers a judge compares the model's replies against; its fields
+    are those of a scenario in a file (``rubrics.multistep.files.file_schema``; ``scenario_io`` checks
+    ``prompt``, ``completion`` and ``answers``, which have several accepted shapes)."""
 
-    prompt: Messages | str
-    """What the policy sees first."""
-    answers: dict[str, dict[str, Any]]
-    """Ground truth per requirement: ``answers[name] = {"answer": value, "reasoning": text}``."""
-    completion: Messages | str | None = None
-    """A reply to evaluate (for offline scoring; environments generate their own)."""
-    name: str = ""
+    name: StrictStr = ""
     """Unique name within its file."""
-    description: str = ""
+    description: StrictStr = ""
     """One line about the scenario."""
-    revealed_info: dict[str, str] = field(default_factory=dict)
-    """Requirement name -> text shown to the policy once that requirement is satisfied."""
-    hidden_description: str = ""
+    hidden_description: StrictStr = ""
     """What really happened; never shown to the policy (used to generate scenarios)."""
+    prompt: Annotated[Messages | str, InFile(Any)]
+    """What the policy sees first: a non-empty string or list of chat messages."""
+    completion: Annotated[Messages | str | None, InFile(Any)] = None
+    """A reply to evaluate (for offline scoring; environments generate their own)."""
+    answers: Annotated[dict[str, dict[str, Any]], InFile(Any)]
+    """Ground truth per requirement: ``answers[name] = {"answer": value, "reasoning": text}``."""
+    revealed_info: Annotated[dict[str, str], InFile(dict[Text, StrictStr] | None)] = field(
+        default_factory=dict
+    )
+    """Requirement name -> text shown to the policy once that requirement is satisfied."""
 
     def __post_init__(self) -> None:
         label = f"scenario {self.name!r}" if self.name else "scenario"

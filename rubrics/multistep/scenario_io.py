@@ -123,21 +123,14 @@ def _scenario(doc: Document, where: tuple[Any, ...]) -> Scenario:
         raise error_at(
             doc, where, f"wrong type (expected a mapping with a prompt and answers, got {show(data)})"
         )
-    schema = validated(doc, where, ScenarioSchema, data)
-    _check_messages(doc, (*where, "prompt"), schema.prompt, empty_ok=False)
-    if schema.completion is not None:
-        _check_messages(doc, (*where, "completion"), schema.completion, empty_ok=True)
-    answers = _answers(doc, (*where, "answers"), schema.answers)
+    values = validated(doc, where, ScenarioSchema, data).model_dump(exclude_none=True)
+    values["prompt"] = values.get("prompt")
+    _check_messages(doc, (*where, "prompt"), values["prompt"], empty_ok=False)
+    if "completion" in values:
+        _check_messages(doc, (*where, "completion"), values["completion"], empty_ok=True)
+    values["answers"] = _answers(doc, (*where, "answers"), values.get("answers"))
     try:
-        return Scenario(
-            prompt=schema.prompt,
-            answers=answers,
-            completion=schema.completion,
-            name=schema.name,
-            description=schema.description,
-            revealed_info=schema.revealed_info or {},
-            hidden_description=schema.hidden_description,
-        )
+        return Scenario(**values)
     except ValueError as exc:
         raise error_at(doc, where, str(exc)) from None
 

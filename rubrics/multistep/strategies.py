@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import StrictBool
 
 from rubrics.messages import show
+from rubrics.multistep.files import InFile
 from rubrics.multistep.walk import RequirementResult
 
 Results = Sequence[RequirementResult]
@@ -69,12 +72,13 @@ PARAMS: dict[str, dict[str, float]] = {"level_weighted": {"level_bonus": 0.5}, "
 class RewardStrategy:
     """A named strategy, its parameters and whether the reward is normalised."""
 
-    type: str = "level_weighted"
+    type: Annotated[str, InFile(Literal[tuple(STRATEGIES)])]
     """One of ``STRATEGIES``."""
-    normalized: bool = True
+    normalized: StrictBool = True
     """Divide by the ideal walk's score (the default for training)."""
-    params: dict[str, float] = field(default_factory=dict)
-    """Overrides of the strategy's parameters (``level_bonus``, ``growth``)."""
+    params: Annotated[dict[str, float], InFile(None)] = field(default_factory=dict)
+    """Overrides of the strategy's parameters (``PARAMS``: ``level_bonus``, ``growth``); a file writes each
+    beside ``type``."""
 
     def __post_init__(self) -> None:
         if self.type not in STRATEGIES:
