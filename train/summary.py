@@ -59,7 +59,7 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         "",
         *_summary_table(evals, scores),
         "",
-        *_beside_trivial_policies(run_dir, scores),
+        *_beside_trivial_policies(run_dir, scores, evals),
         *_further_sets(run_dir),
         "![curves](report.png)",
         "",
@@ -100,7 +100,36 @@ def _further_sets(run_dir: Path) -> list[str]:
             if when != "after":
                 diff, half, n = paired_difference(scores["after"], score)
                 lines.append(f"- trained minus {score.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios")
-        lines.append("")
+        lines += [*_first_decision(evals), ""]
+    return lines
+
+
+def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+    """The trained model minus each earlier evaluation in how often the first decision (the DAG's level-0
+    requirements, all judged right) is right, paired by scenario: the part of the reward GRPO sees first."""
+    from rubrics.multistep.probe import PolicyScore, paired_difference
+
+    def right(rows: list[dict[str, Any]]) -> PolicyScore:
+        per_scenario: dict[str, list[float]] = {}
+        for row in rows:
+            if row.get("error"):
+                continue
+            roots = [r for r in (row.get("multistep") or {}).get("results", []) if r.get("level") == 0]
+            scenario = str((row.get("info") or {}).get("scenario", row.get("prompt", "")))
+            per_scenario.setdefault(scenario, []).append(
+                float(bool(roots) and all(r["correct"] for r in roots))
+            )
+        return PolicyScore("", scenario_rewards={k: sum(v) / len(v) for k, v in per_scenario.items()})
+
+    after = right(evals["after"][1])
+    lines = []
+    for when, (_, rows) in evals.items():
+        if when != "after":
+            diff, half, n = paired_difference(after, right(rows))
+            lines.append(
+                f"- first decision right, trained minus {_MODEL_ROWS[when]}: {diff:+.3f} ± {half:.3f} "
+                f"over {n} scenarios (fraction of rollouts)"
+            )
     return lines
 
 
@@ -108,11 +137,13 @@ _MODEL_ROWS = {"before": "untrained", "warm_start": "warm start only", "after": 
 """The report's name of each evaluation of the model."""
 
 
-def _beside_trivial_policies(run_dir: Path, model: dict[str, Any]) -> list[str]:
+def _beside_trivial_policies(
+    run_dir: Path, model: dict[str, Any], evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
+) -> list[str]:
     """The model's evaluations (untrained, after the warm start when there was one, trained) beside the
     rubric probe's policies (``probe.json``, written by the trainer before training) on the held-out
     scenarios: rewards with intervals clustered by scenario, root accuracy per branch, pass rates per level,
-    and the trained model's paired difference against each other row."""
+    and the trained model's paired difference against each other row, in reward and in the first decision."""
     from rubrics.multistep.probe import PolicyScore, format_table, paired_difference
 
     probe_file = run_dir / "probe.json"
@@ -132,7 +163,7 @@ def _beside_trivial_policies(run_dir: Path, model: dict[str, Any]) -> list[str]:
         lines.append(
             f"- {other.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
         )
-    return [*lines, ""]
+    return [*lines, *_first_decision(evals), ""]
 
 
 def _summary_table(

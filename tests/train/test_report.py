@@ -223,3 +223,39 @@ def test_empty_metrics_still_make_a_png(tmp_path: Path) -> None:
     metrics.write_text("")
     out = write_report(metrics, tmp_path / "report.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_md_pairs_the_first_decision(tmp_path: Path) -> None:
+    """Beside the reward, report.md gives the trained model minus each earlier evaluation in how often the
+    first decision (the level-0 requirements) is right, paired by scenario, by hand."""
+
+    def folder(name: str, right: dict[str, list[bool]]) -> None:
+        rows = [
+            {
+                "info": {"scenario": scenario},
+                "reward": 0.5 * ok,
+                "prompt": scenario,
+                "completion": [{"role": "assistant", "content": "ok"}],
+                "multistep": {"results": [{"name": "safety", "level": 0, "correct": ok}]},
+            }
+            for scenario, oks in right.items()
+            for ok in oks
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(
+            json.dumps({"rollouts": len(rows), "examples": len(right), "completion_tokens": 1})
+        )
+        (tmp_path / name / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    folder("eval_before", {"a": [False], "b": [False], "c": [False]})
+    folder("eval_warm_start", {"a": [True], "b": [False], "c": [False]})
+    folder("eval_after", {"a": [True], "b": [True], "c": [False]})
+    (tmp_path / "probe.json").write_text("[]")
+    report = write_summary(tmp_path).read_text()
+    # per-scenario differences against the warm start: 0, 1, 0 (mean 1/3, sd 0.577); against untrained 1, 1, 0
+    half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)
+    assert (
+        f"- first decision right, trained minus warm start only: +0.333 ± {half:.3f} over 3 scenarios"
+        in report
+    )
+    assert f"- first decision right, trained minus untrained: +0.667 ± {half:.3f} over 3 scenarios" in report
