@@ -154,6 +154,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+# over 60 lines: the benchmark's whole procedure (flags, runs, the JSON it prints) in the order it happens
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="tiny", choices=["tiny", *ARCHS])

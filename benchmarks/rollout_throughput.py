@@ -83,6 +83,7 @@ def timed_pair(fn_a: Any, fn_b: Any, repeats: int) -> tuple[tuple[float, int], t
     return min(runs[0]), min(runs[1])
 
 
+# over 60 lines: the benchmark's whole procedure (flags, both backends, the JSON it prints) in order
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

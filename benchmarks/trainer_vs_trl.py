@@ -77,6 +77,7 @@ OFFLINE_ENV = {
 # -- the two workers (each runs in its own subprocess) ------------------------------------------------------
 
 
+# over 60 lines: both arms are written out step by step so that they can be read side by side
 def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     """Our trainer on ``spec``; per-step times and rewards from its ``metrics.jsonl``."""
     import train.task as train_task
@@ -204,6 +205,7 @@ def trl_vowel_reward(completions: list[Any], **kwargs: Any) -> list[float]:
     return [vowel_ratio(c) for c in completions]
 
 
+# over 60 lines: both arms are written out step by step so that they can be read side by side
 def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     """TRL's GRPOTrainer on ``spec``; per-step times from callbacks, rewards from its logs."""
     import torch
@@ -420,6 +422,7 @@ def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> 
     return result
 
 
+# over 60 lines: the benchmark's whole procedure (flags, both arms, the JSON it prints) in order
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -34,6 +34,7 @@ from train.config import TrainConfig
 T = TypeVar("T")
 
 
+# over 60 lines on purpose: the whole run reads top to bottom in its numbered sections; each is a few calls
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run GRPO as configured; returns the run folder and the evaluation summaries before and after."""
     from envs.models.loading import check_versions

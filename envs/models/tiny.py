@@ -99,6 +99,7 @@ def _train_tokenizer(vocab_size: int) -> Any:
     return tok
 
 
+# over 60 lines: one recipe (tokenizer, config, weights, chat template, files) that tests rely on whole
 def build_tiny_model(
     out_dir: str | Path,
     seed: int = 0,
