@@ -17,12 +17,20 @@ def model_score(name: str, states: list[dict[str, Any]]) -> Any:
     """The probe's statistics (``rubrics.multistep.probe.PolicyScore``) of a model's evaluated rollouts: the
     mean reward with its interval clustered by scenario, over the rollouts that did not fail (as the
     evaluation's own summary)."""
-    from rubrics.multistep.probe import Rollout, score_rollouts
+    from rubrics.multistep.probe import score_rollouts
 
-    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
-    rollouts = [Rollout.from_state(s) for s in healthy]
+    rollouts = _healthy_rollouts(states)
     roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
     return score_rollouts(name, rollouts, roots)
+
+
+def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Any]:
+    """The rollouts that did not fail (no error, a finite reward), as the probe's ``Rollout``s: the ones every
+    statistic of the report is computed over, keyed by the same scenario names."""
+    from rubrics.multistep.probe import Rollout
+
+    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
+    return [Rollout.from_state(s) for s in healthy]
 
 
 def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
@@ -106,17 +114,15 @@ def _further_sets(run_dir: Path) -> list[str]:
 
 def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
     """The trained model minus each earlier evaluation in how often the first decision (the DAG's level-0
-    requirements, all judged right) is right, paired by scenario: the part of the reward GRPO sees first."""
+    requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the part
+    of the reward GRPO sees first."""
     from rubrics.multistep.probe import PolicyScore, paired_difference
 
     def right(rows: list[dict[str, Any]]) -> PolicyScore:
         per_scenario: dict[str, list[float]] = {}
-        for row in rows:
-            if row.get("error"):
-                continue
-            roots = [r for r in (row.get("multistep") or {}).get("results", []) if r.get("level") == 0]
-            scenario = str((row.get("info") or {}).get("scenario", row.get("prompt", "")))
-            per_scenario.setdefault(scenario, []).append(
+        for rollout in _healthy_rollouts(rows):
+            roots = [r for r in rollout.results if r.get("level") == 0]
+            per_scenario.setdefault(rollout.scenario, []).append(
                 float(bool(roots) and all(r["correct"] for r in roots))
             )
         return PolicyScore("", scenario_rewards={k: sum(v) / len(v) for k, v in per_scenario.items()})
