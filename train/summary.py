@@ -116,16 +116,17 @@ def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]
     """The trained model minus each earlier evaluation in how often the first decision (the DAG's level-0
     requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the part
     of the reward GRPO sees first."""
-    from rubrics.multistep.probe import PolicyScore, paired_difference
+    from dataclasses import replace
+
+    from rubrics.multistep.probe import PolicyScore, paired_difference, score_rollouts
 
     def right(rows: list[dict[str, Any]]) -> PolicyScore:
-        per_scenario: dict[str, list[float]] = {}
+        """The probe's statistics with each rollout's reward replaced by 1 if its first decision is right."""
+        scored = []
         for rollout in _healthy_rollouts(rows):
             roots = [r for r in rollout.results if r.get("level") == 0]
-            per_scenario.setdefault(rollout.scenario, []).append(
-                float(bool(roots) and all(r["correct"] for r in roots))
-            )
-        return PolicyScore("", scenario_rewards={k: sum(v) / len(v) for k, v in per_scenario.items()})
+            scored.append(replace(rollout, reward=float(bool(roots) and all(r["correct"] for r in roots))))
+        return score_rollouts("", scored, [])
 
     after = right(evals["after"][1])
     lines = []
