@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rubrics.judges.base import render_messages, response_text
 from rubrics.loading import (
@@ -30,6 +30,7 @@ from rubrics.loading import (
     schema_error,
 )
 from rubrics.messages import show
+from rubrics.multistep.judging import check_rule_spec, rule_matches
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
 
@@ -48,6 +49,36 @@ class Criterion(BaseModel):
     """What the response must do (or, for a negative weight, the error it must not make)."""
     name: str | None = None
     """Optional short name, used as the metric key."""
+    tags: tuple[str, ...] = ()
+    """Labels for per-tag scores (HealthBench's ``axis:accuracy``, ``level:example``, ...); no duplicates."""
+    rule: dict[str, Any] | None = None
+    """A rule that judges this criterion offline instead of the LLM: the match spec of the multi-step rules
+    (``any``/``all``/``none``/``negated`` phrases, ``regex``, ``negation_aware``; ``rule_matches``). MET when
+    the response matches it."""
+
+    @field_validator("tags")
+    @classmethod
+    def _distinct_tags(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({t for t in tags if tags.count(t) > 1})
+        if repeated:
+            raise ValueError(f"repeated tag(s) {', '.join(map(repr, repeated))}")
+        return tags
+
+    @field_validator("rule")
+    @classmethod
+    def _valid_rule(cls, rule: dict[str, Any] | None) -> dict[str, Any] | None:
+        if rule is not None:
+            try:
+                check_rule_spec("", "MET", rule)
+            except ValueError as exc:  # "requirement '': field 'rules' ('MET') must ..." -> "must ..."
+                raise ValueError(str(exc).split(") ", 1)[-1]) from None
+        return rule
+
+    def rule_verdict(self, text: str) -> bool:
+        """Whether ``text`` matches this criterion's rule (a criterion without one raises ``ValueError``)."""
+        if self.rule is None:
+            raise ValueError(f"criterion {self.name or self.requirement[:40]!r} has no rule")
+        return rule_matches(self.rule, text)
 
 
 class CriterionReport(Criterion):
@@ -57,6 +88,8 @@ class CriterionReport(Criterion):
     """``MET``: the requirement holds (for a negative criterion: the error was made)."""
     reason: str = ""
     """The grader's explanation."""
+    judged_by: Literal["rule", "llm"] = "llm"
+    """Who gave the verdict: the criterion's own rule, or the autograder."""
 
 
 class EvaluationReport(BaseModel):
