@@ -17,6 +17,9 @@ from envs.config import EnvConfig
 from envs.datasets import split
 from envs.environment import Environment, SingleTurnEnv
 from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv, scenario_example
+from rubrics.autograders.mixed import RuleFirstGrader
+from rubrics.criteria_examples import CriteriaExample
+from rubrics.judges.client import LLMJudgeClient
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
@@ -32,6 +35,23 @@ def make_env(
 ) -> tuple[Environment, Examples, Examples]:
     """The environment ``cfg`` describes, sampling with ``sampling``, and its training and held-out examples
     (``eval_scenarios``, or the seeded ``eval_fraction`` split; none held out at 0)."""
+    if cfg.type == "criteria":
+        from envs.criteria_env import DEFAULT_SYSTEM_PROMPT as CRITERIA_PROMPT
+        from envs.criteria_env import CriteriaEnv, criteria_example
+
+        train_set, held_set = criteria_inputs(cfg)
+        grader, client = criteria_grader(cfg, [*train_set, *held_set])
+        env = CriteriaEnv(
+            [*train_set, *held_set],
+            grader,
+            tokenizer,
+            system_prompt=cfg.system_prompt or CRITERIA_PROMPT,
+            sampling=sampling,
+            max_total_tokens=cfg.max_total_tokens,
+            show_reference=cfg.show_reference,
+            judge_client=client,
+        )
+        return env, [criteria_example(e) for e in train_set], [criteria_example(e) for e in held_set]
     if cfg.type == "single_turn":
         from rubrics.batch import import_rubric
 
@@ -68,6 +88,75 @@ def single_turn_examples(cfg: EnvConfig) -> Examples:
             raise FileLoadError(cfg.data, "is missing", line, "prompt")
         examples.append(example)
     return examples
+
+
+def check_env_inputs(cfg: EnvConfig) -> None:
+    """Read and check every file the environment of ``cfg`` will read, before any model loads.
+
+    Raises:
+        FileLoadError: a file's error, naming the file, the line and the field.
+        ValueError: a config field that does not fit the files, as ``env.<field>: what is wrong``."""
+    if cfg.type == "criteria":
+        criteria_inputs(cfg)
+    elif cfg.type == "single_turn":
+        single_turn_examples(cfg)
+    else:
+        rubric, train, _ = multistep_inputs(cfg, warn=lambda warning: None)  # the run logs the warnings
+        extra_held_out(cfg, rubric, train, warn=lambda warning: None)
+
+
+def criteria_inputs(cfg: EnvConfig) -> tuple[list[CriteriaExample], list[CriteriaExample]]:
+    """The training and held-out examples of a criteria dataset (``env.eval_data``, or the seeded
+    ``eval_fraction`` split).
+
+    Raises:
+        FileLoadError: a bad record, naming the file, the line and the field (the file is refused whole).
+        ValueError: a held-out example also in training, or LLM-judged criteria without a judge."""
+    from envs.criteria_data import load_criteria_examples
+
+    assert cfg.data is not None  # checked by the config
+    examples = load_criteria_examples(cfg.data, cfg.format, cfg.data_split)
+    if cfg.eval_data:
+        train = examples
+        held = load_criteria_examples(cfg.eval_data, cfg.format, cfg.data_split)
+        shared = sorted({e.id for e in train} & {e.id for e in held})
+        if shared:
+            raise ValueError(
+                f"env.eval_data: {len(shared)} held-out example(s) also in env.data (same id): "
+                f"{', '.join(shared[:5])}"
+            )
+    else:
+        train, held = _held_out(cfg, examples)
+    unruled = [e for e in (*train, *held) if e.needs_llm()]
+    if unruled and cfg.judge_base_url is None:
+        raise ValueError(
+            f"env.judge_base_url: {len(unruled)} example(s) have criteria without a rule (the first: "
+            f"{unruled[0].id!r}), so an LLM judge must grade them; set env.judge_base_url and env.judge_model"
+        )
+    return train, held
+
+
+def criteria_grader(
+    cfg: EnvConfig, examples: Sequence[CriteriaExample]
+) -> tuple[RuleFirstGrader, LLMJudgeClient | None]:
+    """The grader of a criteria environment: rules first, then ``env.grader`` on the LLM judge of
+    ``env.judge_base_url`` when some criterion has no rule (and its client, whose counters are logged)."""
+    from rubrics.autograders import PerCriterionGrader, PerCriterionOneShotGrader, RubricAsJudgeGrader
+
+    if cfg.judge_base_url is None or cfg.judge_model is None or not any(e.needs_llm() for e in examples):
+        return RuleFirstGrader(None), None
+    client = LLMJudgeClient(
+        cfg.judge_base_url,
+        cfg.judge_model,
+        cfg.judge_api_key_env,
+        max_concurrency=cfg.judge_concurrency,
+    )
+    kind = {
+        "per_criterion": PerCriterionGrader,
+        "one_shot": PerCriterionOneShotGrader,
+        "holistic": RubricAsJudgeGrader,
+    }[cfg.grader]
+    return RuleFirstGrader(kind.from_client(client)), client
 
 
 def multistep_inputs(

@@ -21,15 +21,35 @@ class Section(BaseModel):
 class EnvConfig(Section):
     """The environment and its data."""
 
-    type: Literal["multistep", "single_turn"] = "multistep"
+    type: Literal["multistep", "single_turn", "criteria"] = "multistep"
     """``multistep``: the progressive-reveal environment on a multi-step rubric; ``single_turn``: one reply
-    per prompt of ``data``, scored by the rubric ``rubric`` names as ``module:attribute``."""
+    per prompt of ``data``, scored by the rubric ``rubric`` names as ``module:attribute``; ``criteria``: one
+    reply per prompt of ``data``, graded against that prompt's own weighted criteria (RaR, HealthBench, the
+    project's format; ``docs/criteria_data.md``)."""
     rubric: str = "configs/rubrics/first_responder.yaml"
     """Multi-step rubric YAML (``multistep``), or ``module:attribute`` of a Rubric (``single_turn``)."""
     scenarios: str = "configs/scenarios/first_responder.yaml"
     """Scenario YAML/JSONL (``multistep``), or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
     data: str | None = None
-    """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``)."""
+    """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``); a criteria dataset
+    (``criteria``): JSONL, JSON, parquet, or a folder written by ``datasets`` or downloaded from a dataset
+    repository."""
+    eval_data: str | None = None
+    """A held-out criteria dataset (``criteria``), evaluated before and after training and never trained on;
+    when set, every example of ``data`` is trained on and ``eval_fraction`` is not used."""
+    format: Literal["auto", "native", "healthbench", "rar"] = "auto"
+    """The criteria datasets' format (``criteria``); ``auto`` detects it from the first record."""
+    data_split: str | None = None
+    """The split to read from a ``datasets`` folder or a dataset repository (``criteria``)."""
+    grader: Literal["per_criterion", "one_shot", "holistic"] = "per_criterion"
+    """The LLM autograder of the criteria without a rule (``criteria``): one call per criterion, one call
+    for all of a reply's criteria, or one 0-100 score for the whole rubric."""
+    show_reference: bool = True
+    """Show an example's reference answer to the LLM judge (``criteria``); never to the policy."""
+    judge_concurrency: int = Field(32, ge=1)
+    """Judge requests in flight at once, for the whole run (``criteria``)."""
+    judge_api_key_env: str | None = None
+    """The environment variable holding the judge's API key (``criteria``; none for a local vLLM judge)."""
     judge: str | None = None
     """Override the rubric's default judge (``rules`` offline, ``llm`` with a judge server)."""
     judge_base_url: str | None = None
@@ -55,8 +75,34 @@ class EnvConfig(Section):
     max_total_tokens: int = Field(1024, ge=16)
     """Token budget of one rollout (prompt, replies and reveals)."""
 
+    def input_files(self) -> list[tuple[str, str, bool]]:
+        """``(field, path, a folder will do)`` for every file this environment reads."""
+        if self.type in ("criteria", "single_turn"):
+            assert self.data is not None  # checked by the validator
+            folder = self.type == "criteria"  # a datasets folder or a dataset repository
+            named = [("env.data", self.data, folder)]
+            if self.type == "criteria" and self.eval_data:
+                named.append(("env.eval_data", self.eval_data, True))
+            return named
+        named = [("env.rubric", self.rubric, False), ("env.scenarios", self.scenarios, True)]
+        if self.eval_scenarios:
+            named.append(("env.eval_scenarios", self.eval_scenarios, True))
+        named += [(f"env.extra_eval_scenarios.{k}", v, True) for k, v in self.extra_eval_scenarios.items()]
+        return named
+
     @model_validator(mode="after")
     def _single_turn_inputs(self) -> EnvConfig:
+        if self.type == "criteria":
+            if not self.data:
+                raise ValueError("env.data: a criteria environment needs a dataset of prompts with criteria")
+            if self.extra_eval_scenarios:
+                raise ValueError(
+                    "env.extra_eval_scenarios: held-out scenario sets are for multistep environments"
+                )
+            if (self.judge_base_url is None) != (self.judge_model is None):
+                raise ValueError(
+                    "env.judge_base_url: a criteria LLM judge needs both judge_base_url and judge_model"
+                )
         if self.type == "single_turn":
             if not self.data:
                 raise ValueError("env.data: a single_turn environment needs a JSONL of prompts")

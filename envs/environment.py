@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
 from envs.sequence import build_sequence
+from rubrics.multistep.probe import PolicyScore
 from rubrics.rubric import Rubric
 from rubrics.types import Messages, State, StopReason, TrajectoryStep
 
@@ -74,6 +75,27 @@ class Environment:
         """Most model replies in one rollout."""
         self.max_total_tokens = max_total_tokens
         """Token budget of one rollout: prompt, replies and environment messages together."""
+
+    # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
+
+    async def probe(
+        self, train: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]
+    ) -> list[PolicyScore]:
+        """The trivial policies this environment's reward could be gamed by, scored on the held-out examples
+        ``held`` (``train``: what a policy that memorised the training set would answer); each a row of
+        ``report.md``'s table beside the model. Default: none."""
+        return []
+
+    def report_sections(self, evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+        """Markdown lines this environment adds to ``report.md``, from the held-out rollouts of each evaluated
+        model (``untrained``, ``warm start only``, ``trained``: rows as in ``rollouts.jsonl``). Default:
+        none."""
+        return []
+
+    def step_metrics(self) -> dict[str, float]:
+        """What the environment spent since the last call (an LLM judge's calls, tokens, seconds), logged
+        with every step. Default: nothing."""
+        return {}
 
     # -- building blocks -----------------------------------------------------------------------------
 

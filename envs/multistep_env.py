@@ -26,6 +26,7 @@ from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.environment import MultiTurnEnv
+from rubrics.multistep.probe import PolicyScore
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import Walk
@@ -87,6 +88,20 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         )
         self.multistep_rubric = multistep_rubric
         """Whose requirements are judged turn by turn."""
+
+    async def probe(
+        self, train: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]
+    ) -> list[PolicyScore]:
+        """The rubric probe's rows on the held-out scenarios, as the model plays them (``max_turns``); the
+        majority answers are the training scenarios' (what a policy that learned only them would say)."""
+        from rubrics.multistep.probe import probe
+
+        return await probe(
+            self.multistep_rubric,
+            [example_scenario(e) for e in held],
+            self.max_turns,
+            majority_from=[example_scenario(e) for e in train],
+        )
 
     def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
         """A fresh rollout state that also counts judging time (``timing["judge_ms"]``)."""

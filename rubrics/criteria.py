@@ -247,7 +247,7 @@ class CriteriaRubric:
 
     def to_dict(self) -> list[dict[str, Any]]:
         """The criteria as a flat list of plain dicts."""
-        return [c.model_dump(exclude_none=True) for c in self.criteria]
+        return [c.model_dump(exclude_none=True, exclude_defaults=True) for c in self.criteria]
 
     async def grade(
         self, to_grade: ToGrade, autograder: Grader | None = None, query: str | None = None

@@ -252,9 +252,23 @@ def _add_rubric(sub: _Subcommands) -> None:
 
 
 def _add_eval(sub: _Subcommands) -> None:
-    ev = sub.add_parser("eval", help="run the progressive-reveal environment on a model and summarise")
-    ev.add_argument("--rubric", required=True, help="multi-step rubric YAML")
-    ev.add_argument("--scenarios", required=True, help="scenario YAML/JSONL")
+    ev = sub.add_parser(
+        "eval",
+        help="run a model on a multi-step rubric's scenarios (--rubric, --scenarios) or on a per-prompt "
+        "criteria dataset (--criteria) and summarise",
+    )
+    ev.add_argument("--rubric", help="multi-step rubric YAML (with --scenarios)")
+    ev.add_argument("--scenarios", help="scenario YAML/JSONL (with --rubric)")
+    ev.add_argument(
+        "--criteria",
+        help="a per-prompt criteria dataset instead (JSONL, JSON, parquet or a datasets folder; "
+        "docs/criteria_data.md): prints per-tag scores HealthBench's way",
+    )
+    ev.add_argument("--format", choices=["auto", "native", "healthbench", "rar"], help="--criteria's format")
+    ev.add_argument("--data-split", help="--criteria: the split of a datasets folder")
+    ev.add_argument("--grader", choices=["per_criterion", "one_shot", "holistic"], help="LLM autograder")
+    ev.add_argument("--judge-base-url", help="--criteria: the LLM judge's endpoint (criteria without a rule)")
+    ev.add_argument("--judge-model", help="--criteria: the LLM judge's model name")
     ev.add_argument("--model", help="'smollm2' (default) or a local model folder")
     ev.add_argument("--backend", choices=["local", "vllm"], help="inference backend (default local)")
     ev.add_argument("--vllm-url", dest="vllm_urls", action="append", help="vLLM server root URL (repeatable)")

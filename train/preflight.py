@@ -34,15 +34,7 @@ def _config_lines(config_path: str | Path | None) -> dict[str, int]:
 
 def named_files(cfg: TrainConfig) -> list[tuple[str, str, bool]]:
     """``(field, path, a folder will do)`` for every input file the config names."""
-    env = cfg.env
-    if env.type == "single_turn":
-        assert env.data is not None  # checked by the config
-        named = [("env.data", env.data, False)]
-    else:
-        named = [("env.rubric", env.rubric, False), ("env.scenarios", env.scenarios, True)]
-        if env.eval_scenarios:
-            named.append(("env.eval_scenarios", env.eval_scenarios, True))
-        named += [(f"env.extra_eval_scenarios.{k}", v, True) for k, v in env.extra_eval_scenarios.items()]
+    named = cfg.env.input_files()
     if cfg.warm_start.demonstrations:
         named.append(("warm_start.demonstrations", cfg.warm_start.demonstrations, False))
     return named
@@ -54,7 +46,7 @@ def _missing(path: str, folder_ok: bool) -> str | None:
     if p.is_file():
         return None
     if folder_ok and p.is_dir():
-        return None if (p / "scenarios.yaml").is_file() else f"{path}: a folder without scenarios.yaml"
+        return None
     if p.is_dir():
         return f"{path} is a folder (expected a file)"
     return f"file not found: {path}"
@@ -66,7 +58,7 @@ def check_inputs(
     """Read every file ``cfg`` names as the run will; ``PreflightError`` (one line) at the first problem.
     ``config_path`` and ``overrides`` (``section.field=value``) are where ``cfg`` came from: a field's line
     in the file is named unless an override replaced it."""
-    from envs.build import extra_held_out, multistep_inputs, single_turn_examples
+    from envs.build import check_env_inputs
     from train.warm_start import load_demonstrations
 
     lines = _config_lines(config_path)
@@ -86,12 +78,7 @@ def check_inputs(
     if ("/" in model or model.startswith(".")) and not Path(model).is_dir():
         raise PreflightError(f"{at('model.name_or_path')}: no such folder: {model}")
     try:
-        if cfg.env.type == "single_turn":
-            single_turn_examples(cfg.env)
-        else:
-            # the run logs the warnings
-            rubric, train, _ = multistep_inputs(cfg.env, warn=lambda warning: None)
-            extra_held_out(cfg.env, rubric, train, warn=lambda warning: None)
+        check_env_inputs(cfg.env)
         if cfg.warm_start.demonstrations:
             load_demonstrations(cfg.warm_start.demonstrations)
     except FileLoadError as exc:  # inside a named file: the file's own line and field

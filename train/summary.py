@@ -33,10 +33,14 @@ def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Any]:
     return [Rollout.from_state(s) for s in healthy]
 
 
-def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
+def write_summary(
+    run_dir: str | Path,
+    samples: int = 3,
+    sections: Callable[[dict[str, list[dict[str, Any]]]], list[str]] | None = None,
+) -> Path:
     """``report.md`` of a run: the held-out evaluation before and after training side by side (and after the
     supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
-    on the same scenarios.
+    on the same scenarios; then ``sections`` (the environment's ``report_sections``) of the evaluations.
 
     Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). Every
     mean reward is given with its 95% interval clustered by scenario (the rollouts of one scenario are not
@@ -69,6 +73,7 @@ def write_summary(run_dir: str | Path, samples: int = 3) -> Path:
         "",
         *_beside_trivial_policies(run_dir, scores, evals),
         *_further_sets(run_dir),
+        *(sections({_MODEL_ROWS[when]: rows for when, (_, rows) in evals.items()}) if sections else []),
         "![curves](report.png)",
         "",
         "## Sample replies, before and after",
@@ -128,6 +133,8 @@ def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]
             scored.append(replace(rollout, reward=float(bool(roots) and all(r["correct"] for r in roots))))
         return score_rollouts("", scored, [])
 
+    if not any(r.results for _, rows in evals.values() for r in _healthy_rollouts(rows)):
+        return []  # no requirement DAG (a criteria environment): no first decision
     after = right(evals["after"][1])
     lines = []
     for when, (_, rows) in evals.items():

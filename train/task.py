@@ -3,14 +3,12 @@ this process's training examples, the held-out ones and the further held-out set
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.build import extra_held_out, make_env
 from envs.environment import Environment
 from envs.multistep_env import MultiStepMultiTurnEnv, example_scenario, scenario_example
-from rubrics.multistep.probe import PolicyScore
 from train.config import TrainConfig
 
 
@@ -38,21 +36,3 @@ def extra_eval_examples(
     training = [example_scenario(e) for e in train]
     sets = extra_held_out(cfg.env, env.multistep_rubric, training)
     return {name: [scenario_example(s) for s in held] for name, held in sets.items()}
-
-
-def probe_held_out(
-    cfg: TrainConfig, env: Environment, train_examples: list[dict[str, Any]], held: list[dict[str, Any]]
-) -> list[PolicyScore]:
-    """The rubric probe's rows on the held-out scenarios, as the model plays them (``env.max_turns``); the
-    majority answers are the training scenarios' (what a policy that learned only them would say)."""
-    from rubrics.multistep.probe import probe
-
-    assert isinstance(env, MultiStepMultiTurnEnv)
-    return asyncio.run(
-        probe(
-            env.multistep_rubric,
-            [example_scenario(e) for e in held],
-            cfg.env.max_turns,
-            majority_from=[example_scenario(e) for e in train_examples],
-        )
-    )

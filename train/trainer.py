@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from envs.environment import Environment
 from rubrics.types import State
 from train.config import TrainConfig
 
@@ -48,7 +49,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.distributed import make_accelerator, tune_host_allocator
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
-    from train.task import build_task, extra_eval_examples, probe_held_out
+    from train.task import build_task, extra_eval_examples
     from train.warm_start import run_warm_start
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
@@ -98,11 +99,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         return summaries[""]
 
     before = evaluate("eval_before", "eval", 0) if start_step == 0 and eval_examples else None
-    if before is not None and cfg.env.type == "multistep":  # the trivial policies, for the report
-        rows = probe_held_out(cfg, env, train_examples, eval_examples)
-        (run_dir / "probe.json").write_text(
-            json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
-        )
+    if before is not None:  # the trivial policies the environment knows, for the report
+        rows = loop.run(env.probe(train_examples, eval_examples))
+        if rows:
+            (run_dir / "probe.json").write_text(
+                json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
+            )
 
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:
@@ -120,7 +122,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
-        metrics = step_metrics(rollouts, step, cfg, batch_stats, seconds)
+        metrics = {**step_metrics(rollouts, step, cfg, batch_stats, seconds), **env.step_metrics()}
         _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
         progress(step + 1, metrics)
         if _evaluate_now(cfg, step + 1) and eval_examples:  # the held-out curve of a long run
@@ -134,7 +136,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     loop.close()
     logger.finish()
     if accelerator.is_main_process:
-        _write_reports(run_dir, after is not None)
+        _write_reports(run_dir, after is not None, env)
     return {"run_dir": str(run_dir), "before": before, "after": after}
 
 
@@ -354,14 +356,15 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in summary.items() if isinstance(v, int | float)}
 
 
-def _write_reports(run_dir: Path, evaluated_after: bool) -> None:
-    """``report.png`` from the metrics, and ``report.md`` when both evaluations exist."""
+def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment) -> None:
+    """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections) when both
+    evaluations exist."""
     from train.report import write_report
     from train.summary import write_summary
 
     write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
     if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
-        print(f"report: {write_summary(run_dir)}", flush=True)
+        print(f"report: {write_summary(run_dir, sections=env.report_sections)}", flush=True)
 
 
 class _Loop:

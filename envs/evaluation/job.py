@@ -15,10 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from envs.backends.base import SamplingParams
-from envs.build import make_backend, make_env, multistep_inputs
+from envs.build import check_env_inputs, make_backend, make_env
 from envs.config import EnvConfig
 from envs.evaluation.run import run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
+from rubrics.types import plain_state
 
 ENV_FLAGS = {
     "rubric": "rubric",
@@ -29,6 +30,12 @@ ENV_FLAGS = {
     "system_prompt": "system_prompt",
     "max_turns": "max_turns",
     "max_total_tokens": "max_total_tokens",
+    "criteria": "data",
+    "format": "format",
+    "data_split": "data_split",
+    "grader": "grader",
+    "judge_base_url": "judge_base_url",
+    "judge_model": "judge_model",
 }
 """``rubric-grpo eval``'s flags that set the environment, and the ``EnvConfig`` field each sets."""
 _FLAG_OF = {env_field: "--" + flag.replace("_", "-") for flag, env_field in ENV_FLAGS.items()}
@@ -68,8 +75,14 @@ class EvalJob:
         Raises:
             ValueError: a flag's value is out of range, as ``--flag: what is wrong``."""
         given = {k: v for k, v in flags.items() if v is not None}
-        env = {"max_turns": 6, "max_total_tokens": 2048}
+        env: dict[str, Any] = {"max_turns": 6, "max_total_tokens": 2048}
         env.update({ENV_FLAGS[k]: v for k, v in given.items() if k in ENV_FLAGS})
+        if "criteria" in given:
+            if "rubric" in given or "scenarios" in given:
+                raise ValueError("--criteria: give either --criteria or --rubric with --scenarios, not both")
+            env["type"] = "criteria"
+        elif "rubric" not in given or "scenarios" not in given:
+            raise ValueError("--rubric: give --rubric with --scenarios (a multi-step rubric), or --criteria")
         try:
             env_config = EnvConfig(**env)
         except ValidationError as exc:  # one line naming the flags, as the command's other errors do
@@ -88,7 +101,7 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
     out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before any rollout starts)
     env_config = job.env if job.split != "all" else job.env.model_copy(update={"eval_fraction": 0.0})
     try:  # every file read and checked before the model loads
-        multistep_inputs(env_config)
+        check_env_inputs(env_config)
     except ValueError as exc:  # a setting's error names its flag: "env.judge: what" is "--judge: what"
         field, _, what = str(exc).partition(": ")
         if field.startswith("env.") and field[4:] in _FLAG_OF:
@@ -114,6 +127,10 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
     )
     plot_summary(summary, states, out / "eval.png")
     print(format_summary(summary))
+    extra = env.report_sections({"model": [plain_state(s) for s in states]})
+    if extra:  # e.g. per-tag scores of a criteria dataset
+        print("\n" + "\n".join(extra))
+        (out / "report.md").write_text("\n".join(extra) + "\n", encoding="utf-8")
     print(
         f"\nrollouts: {out / 'rollouts.jsonl'}\nsummary:  {out / 'summary.json'}\nplot:     {out / 'eval.png'}"
     )

@@ -69,7 +69,7 @@ def test_from_file_paths_and_file_objects(tmp_path: Path) -> None:
         ([{"weight": 1, "requirement": ""}], r"\[0\]\.requirement: is empty \(expected a non-empty string"),
         (  # the misspelt field is named first: it explains the missing one
             [{"weight": 1, "requirment": "typo"}],
-            r"\[0\]\.requirment: unknown field \(allowed: weight, requirement, name\) \(and 1 more",
+            r"\[0\]\.requirment: unknown field \(allowed: weight, requirement, name, tags, rule\) \(and 1 more",
         ),
         (
             [{"weight": float("nan"), "requirement": "x"}],

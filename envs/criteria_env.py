@@ -1,0 +1,227 @@
+"""``CriteriaEnv``: one reply per prompt, graded against the prompt's own weighted criteria (RaR, HealthBench,
+RLCF's checklists; ``rubrics.criteria_examples.CriteriaExample``).
+
+The reward is the autograder's score (``rubrics.autograders.scoring``: normalised by the positive weights and
+clipped to [0, 1] per rollout, the all-negative rule, or the holistic score); criteria that carry a rule are
+judged offline by it, the others by the LLM autograder (``RuleFirstGrader``). Every rollout keeps its verdicts
+in ``state["criteria"]`` (plain data, written to ``rollouts.jsonl``): the example id, the score, the raw points,
+the positive points, the example's tags and one entry per criterion (name, weight, tags, met, judged_by).
+Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envs.backends.base import SamplingParams
+from envs.environment import SingleTurnEnv
+from rubrics.autograders.mixed import RuleFirstGrader
+from rubrics.criteria_examples import CriteriaExample
+from rubrics.judges.base import response_text
+from rubrics.multistep.probe import PolicyScore, Rollout, score_rollouts
+from rubrics.rubric import Rubric
+from rubrics.types import Messages, RewardWithMetrics, State
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful, knowledgeable assistant. Answer the user's question directly and specifically, "
+    "in a few clear sentences."
+)
+
+
+def criteria_example(example: CriteriaExample) -> dict[str, Any]:
+    """The dataset example (what the environment and the trainer pass around) of a ``CriteriaExample``: its
+    prompt, and its id as ``info["scenario"]`` (the cluster of every interval)."""
+    prompt: str | list[dict[str, str]] = (
+        example.prompt if isinstance(example.prompt, str) else example.messages()
+    )
+    return {"prompt": prompt, "answer": "", "task": "criteria", "info": {"scenario": example.id}}
+
+
+class CriteriaEnv(SingleTurnEnv):
+    """Per-prompt criteria; the whole group of a prompt is sampled in one request."""
+
+    def __init__(
+        self,
+        examples: Sequence[CriteriaExample],
+        grader: RuleFirstGrader,
+        tokenizer: Any,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        sampling: SamplingParams | None = None,
+        max_total_tokens: int = 1024,
+        show_reference: bool = True,
+        judge_client: Any = None,
+    ) -> None:
+        self.examples: dict[str, CriteriaExample] = {}
+        """Every example the environment may be asked to play, by id."""
+        for example in examples:
+            if example.id in self.examples and self.examples[example.id] != example:
+                raise ValueError(f"two different examples share the id {example.id!r}")
+            self.examples[example.id] = example
+        self.grader = grader
+        """Rules first, the LLM autograder for the rest."""
+        self.show_reference = show_reference
+        """Whether the LLM judge sees an example's reference answer."""
+        self.judge_client = judge_client
+        """The LLM judge's client (None when every criterion carries a rule): its counters are logged."""
+        self._judge_seen: dict[str, float] = {}
+        super().__init__(
+            [criteria_example(e) for e in self.examples.values()],
+            self._rubric(),
+            tokenizer,
+            system_prompt=system_prompt,
+            sampling=sampling,
+            max_total_tokens=max_total_tokens,
+        )
+
+    def example_of(self, state_or_example: Mapping[str, Any]) -> CriteriaExample:
+        """The ``CriteriaExample`` a rollout state (or a dataset example) plays."""
+        key = str((state_or_example.get("info") or {}).get("scenario", ""))
+        try:
+            return self.examples[key]
+        except KeyError:
+            raise KeyError(f"no criteria example with id {key!r} in this environment") from None
+
+    def _rubric(self) -> Rubric:
+        async def criteria(completion: Messages | str | None, state: State) -> RewardWithMetrics:
+            return await self.grade(state, response_text(completion))
+
+        return Rubric(funcs=[criteria], weights=[1.0])
+
+    async def grade(self, state: State, text: str) -> RewardWithMetrics:
+        """Grade ``text`` as the reply of ``state``'s example; leaves the verdicts in ``state["criteria"]``."""
+        example = self.example_of(state)
+        reference = example.reference_answer if self.show_reference else None
+        report = await self.grader.grade(example.criteria, text, query=example.query, reference=reference)
+        verdicts = [
+            {
+                "name": r.name,
+                "weight": r.weight,
+                "tags": list(r.tags),
+                "met": r.verdict == "MET",
+                "judged_by": r.judged_by,
+            }
+            for r in report.report or []
+        ]
+        state["criteria"] = {
+            "example": example.id,
+            "score": report.score,
+            "raw_score": report.raw_score,
+            "possible": math.fsum(max(0.0, c.weight) for c in example.criteria),
+            "example_tags": list(example.tags),
+            "verdicts": verdicts,
+        }
+        return RewardWithMetrics(report.score, _verdict_metrics(verdicts))
+
+    # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
+
+    async def probe(
+        self, train: Sequence[Mapping[str, Any]], held: Sequence[Mapping[str, Any]]
+    ) -> list[PolicyScore]:
+        """The trivial policies on the held-out examples, scored as the model is (``trivial_replies``)."""
+        examples = [self.example_of(e) for e in held]
+        rows = []
+        for policy in TRIVIAL_POLICIES:
+            rollouts = []
+            for example in examples:
+                text = trivial_reply(policy, example)
+                if text is None:
+                    continue
+                state: State = {"info": {"scenario": example.id}}
+                scored = await self.grade(state, text)
+                rollouts.append(Rollout(example.id, scored.value, []))
+            if rollouts:
+                rows.append(score_rollouts(policy, rollouts, []))
+        return rows
+
+    def report_sections(self, evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+        """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria_scores``): the
+        mean of the unclipped example scores, clipped to [0, 1], with its bootstrap std and the 95% interval
+        clustered by example, and the share of each tag's criteria passed."""
+        from rubrics.criteria_scores import format_tag_table, tag_scores
+
+        lines = []
+        for model, rows in evaluations.items():
+            scores = tag_scores(rows)
+            if scores:
+                lines += [f"## Held-out by tag: {model}", "", *format_tag_table(scores), ""]
+        return lines
+
+    def step_metrics(self) -> dict[str, float]:
+        """The LLM judge's calls, requests, retries, cache hits, failures, tokens and seconds since the last
+        call (empty without an LLM judge)."""
+        if self.judge_client is None:
+            return {}
+        now = self.judge_client.stats.snapshot()
+        delta = {k: v - self._judge_seen.get(k, 0.0) for k, v in now.items()}
+        self._judge_seen = now
+        return delta
+
+
+def _verdict_metrics(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """One rollout's metrics: criteria met, pitfalls made, and each criterion tag's pass rate."""
+    if not verdicts:
+        return {}
+    positive = [v for v in verdicts if v["weight"] > 0]
+    pitfalls = [v for v in verdicts if v["weight"] < 0]
+    out = {"criteria/met_fraction": sum(v["met"] for v in verdicts) / len(verdicts)}
+    if positive:
+        out["criteria/positive_met_fraction"] = sum(v["met"] for v in positive) / len(positive)
+    if pitfalls:
+        out["criteria/pitfalls_made_fraction"] = sum(v["met"] for v in pitfalls) / len(pitfalls)
+    tags: dict[str, list[bool]] = {}
+    for v in verdicts:
+        for tag in v["tags"]:
+            # a pitfall's tag passes when the pitfall is avoided
+            tags.setdefault(tag, []).append(bool(v["met"]) == (v["weight"] >= 0))
+    for tag, passed in tags.items():
+        out[f"tag/{_metric_safe(tag)}/pass_rate"] = sum(passed) / len(passed)
+    return out
+
+
+def _metric_safe(tag: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "_:.-" else "_" for ch in tag)
+
+
+TRIVIAL_POLICIES = ("empty reply", "prompt echoed", "every rule phrase", "one sentence looped", "reference")
+"""The probe's policies: what a reward hacker would try first, and the reference answer (a ceiling when the
+examples have one)."""
+
+
+def trivial_reply(policy: str, example: CriteriaExample) -> str | None:
+    """The reply ``policy`` gives to ``example`` (None: it has none, e.g. no reference answer)."""
+    if policy == "empty reply":
+        return ""
+    if policy == "prompt echoed":
+        return example.query
+    if policy == "every rule phrase":  # keyword stuffing: every phrase any positive rule looks for
+        phrases = [
+            p
+            for c in example.criteria
+            if c.rule is not None and c.weight > 0
+            for key in ("any", "all")
+            for p in c.rule.get(key, [])
+        ]
+        return ", ".join(dict.fromkeys(phrases)) or None
+    if policy == "one sentence looped":
+        first = _first_rule_phrase(example)
+        return None if first is None else " ".join([f"You should {first}."] * 10)
+    if policy == "reference":
+        return example.reference_answer
+    raise ValueError(f"unknown trivial policy {policy!r} (one of {', '.join(TRIVIAL_POLICIES)})")
+
+
+def _first_rule_phrase(example: CriteriaExample) -> str | None:
+    """The first phrase of the heaviest positive rule-judged criterion."""
+    ruled = sorted(
+        (c for c in example.criteria if c.rule is not None and c.weight > 0 and c.rule.get("any")),
+        key=lambda c: -c.weight,
+    )
+    return str(ruled[0].rule["any"][0]) if ruled and ruled[0].rule else None
+
+
+def run_probe(env: CriteriaEnv, held: Sequence[Mapping[str, Any]]) -> list[PolicyScore]:
+    """``env.probe`` from synchronous code."""
+    return asyncio.run(env.probe([], held))
