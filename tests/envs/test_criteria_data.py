@@ -1,0 +1,382 @@
+"""Criteria datasets from local files: the three formats, every kind of file, and the errors that name the
+file, the line (or row) and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs.criteria_data import FORMATS, detect_format, load_criteria_examples
+from rubrics.criteria import Criterion
+from rubrics.criteria_examples import ChatMessage, CriteriaExample
+from rubrics.loading import FileLoadError
+
+DATA = Path(__file__).parents[1] / "data" / "criteria"
+KINDS = ("jsonl", "json_list", "json_data", "parquet", "saved_dataset", "saved_dataset_dict", "repository")
+
+
+def records(fmt: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / f"{fmt}.jsonl").read_text().splitlines()]
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def shards(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Consecutive runs of rows whose prompts have one type: an Arrow column holds one type, so one table
+    cannot mix string prompts with chat prompts (the native fixture does); a dataset repository splits
+    such data into files the same way."""
+    runs: list[list[dict[str, Any]]] = []
+    for row in rows:
+        if runs and type(runs[-1][-1].get("prompt")) is type(row.get("prompt")):
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return runs
+
+
+def columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Rows as columns, every key of any row a column (Arrow's and datasets' ``from_list`` take the columns
+    of the first row only)."""
+    keys = dict.fromkeys(key for row in rows for key in row)
+    return {key: [row.get(key) for row in rows] for key in keys}
+
+
+def write(kind: str, rows: list[dict[str, Any]], tmp_path: Path) -> list[Path]:
+    """``rows`` written as ``kind``: the paths whose examples, read in order, are all of ``rows``."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if kind == "jsonl":
+        return [write_jsonl(tmp_path / "data.jsonl", rows)]
+    if kind in ("json_list", "json_data"):
+        path = tmp_path / "data.json"
+        path.write_text(json.dumps(rows if kind == "json_list" else {"data": rows}, indent=2))
+        return [path]
+    paths = []
+    for i, shard in enumerate(shards(rows)):
+        if kind == "parquet":
+            paths.append(tmp_path / f"part-{i}.parquet")
+            pq.write_table(pa.Table.from_pydict(columns(shard)), paths[-1])
+        elif kind == "saved_dataset":
+            paths.append(tmp_path / f"saved-{i}")
+            datasets.Dataset.from_dict(columns(shard)).save_to_disk(str(paths[-1]))
+        elif kind == "saved_dataset_dict":
+            paths.append(tmp_path / f"saved-dict-{i}")
+            datasets.DatasetDict({"train": datasets.Dataset.from_dict(columns(shard))}).save_to_disk(
+                str(paths[-1])
+            )
+        else:  # a downloaded repository: README, metadata and data/train-0000i-of-0000n.parquet
+            n = len(shards(rows))
+            (tmp_path / "repo" / "data").mkdir(parents=True, exist_ok=True)
+            pq.write_table(
+                pa.Table.from_pydict(columns(shard)), tmp_path / f"repo/data/train-{i:05d}-of-{n:05d}.parquet"
+            )
+            (tmp_path / "repo" / "README.md").write_text("# invented test data\n")
+            paths = [tmp_path / "repo"]
+    return paths
+
+
+# -- the three formats, read from JSONL and checked by hand --------------------------------------------
+
+
+def test_native_records_are_criteria_examples_as_written() -> None:
+    scald, nosebleed, sting, feather = load_criteria_examples(DATA / "native.jsonl")
+    assert [e.id for e in (scald, nosebleed, sting, feather)] == [
+        "scald-hand", "nosebleed-child", "bee-sting", "feather-moon"
+    ]  # fmt: skip
+    assert scald.criteria[1] == Criterion(
+        name="twenty_minutes",
+        weight=2.0,
+        requirement="Says to keep cooling for about twenty minutes",
+        tags=("axis:completeness",),
+        rule={"regex": r"\b(20|twenty) minutes"},
+    )
+    assert not scald.needs_llm() and nosebleed.needs_llm()
+    assert [m["role"] for m in nosebleed.messages()] == ["system", "user", "assistant", "user"]
+    assert nosebleed.query == "Yes. Should he tilt his head back?"
+    assert sting.reference_answer is not None and sting.reference_answer.startswith("Scrape it out sideways")
+    assert feather.tags == ("theme:physics", "level:school")
+    assert [c.weight for c in feather.criteria] == [5.0, 2.0, -2.0]
+
+
+def test_healthbench_maps_prompt_id_points_criterion_tags_and_the_ideal_completion() -> None:
+    stroke, cut, aspirin = load_criteria_examples(DATA / "healthbench.jsonl", "healthbench")
+    assert stroke == CriteriaExample(
+        id="hb-7f3c2a",
+        prompt=(
+            ChatMessage(
+                role="user",
+                content="My grandmother suddenly can't lift her left arm and her speech is slurred. "
+                "What should I do?",
+            ),
+        ),
+        criteria=(
+            Criterion(
+                weight=10.0,
+                requirement="Tells the user to call emergency services immediately",
+                tags=("level:example", "axis:accuracy"),
+            ),
+            Criterion(
+                weight=5.0,
+                requirement="Asks when the symptoms started, since timing decides treatment",
+                tags=("level:example", "axis:completeness"),
+            ),
+            Criterion(
+                weight=-8.0,
+                requirement="Suggests waiting to see whether the symptoms pass",
+                tags=("level:example", "axis:accuracy"),
+            ),
+        ),
+        tags=("theme:emergency_referrals",),
+    )
+    assert cut.reference_answer is not None and cut.reference_answer.startswith(
+        "Rinse it under running water"
+    )
+    assert len(cut.prompt) == 3 and cut.query == "It's small and stops when I press on it."
+    assert aspirin.tags == ("theme:global_health", "physician_agreed_category:child_fever")
+    assert aspirin.reference_answer is None  # ideal_completions_data: null
+
+
+def test_rar_maps_question_rubric_titles_and_derives_stable_ids() -> None:
+    ice, collapse, cart = load_criteria_examples(DATA / "rar.jsonl", "rar")
+    # "rar-" + the first 12 hex digits of the question's SHA-1 (hashlib.sha1(question.encode()).hexdigest())
+    assert [ice.id, collapse.id, cart.id] == ["rar-4070df3b11a3", "rar-db0563eecc3c", "rar-sci-0003"]
+    assert ice.prompt == "Why does ice float on liquid water?"
+    assert ice.reference_answer == (
+        "Ice is less dense than liquid water because hydrogen bonds hold its molecules in an open lattice."
+    )
+    assert ice.criteria[2] == Criterion(
+        name="Pitfall Criteria: Air bubbles",
+        weight=-2.0,
+        requirement="Claims that trapped air bubbles make ice float",
+    )
+    assert [c.weight for c in collapse.criteria] == [5.0, 1.0]
+
+
+def test_rar_weight_written_as_text_is_read_when_it_is_a_number(tmp_path: Path) -> None:
+    row: dict[str, Any] = {"question": "What is 2 + 2?", "reference_answer": "4", "rubric": []}
+    row["rubric"] = [{"title": "Value", "description": "Answers 4", "weight": "5"}]
+    path = write_jsonl(tmp_path / "rar.jsonl", [row])
+    assert load_criteria_examples(path)[0].criteria[0].weight == 5.0
+    for text in ("heavy", "nan"):
+        row["rubric"] = [{"title": "Value", "description": "Answers 4", "weight": text}]
+        write_jsonl(path, [row])
+        with pytest.raises(FileLoadError) as err:
+            load_criteria_examples(path)
+        assert str(err.value) == (
+            f"{path}:1: rubric[0].weight: wrong type (expected a number, got {text!r}) "
+            "(1 of 1 rar records is bad; the file is refused as a whole)"
+        )
+
+
+def test_healthbench_ignores_unknown_keys_and_refuses_missing_ones(tmp_path: Path) -> None:
+    row = records("healthbench")[0]
+    row["canary"] = "not a field of the project"
+    row["rubrics"][0]["reviewer"] = "someone"
+    path = write_jsonl(tmp_path / "hb.jsonl", [row])
+    assert load_criteria_examples(path)[0].id == "hb-7f3c2a"
+    del row["rubrics"][1]["criterion"]
+    write_jsonl(path, [row])
+    with pytest.raises(FileLoadError, match=r"hb\.jsonl:1: rubrics\[1\]\.criterion: is missing \(1 of 1"):
+        load_criteria_examples(path)
+
+
+# -- every kind of file --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_kind_of_file_gives_the_same_examples(fmt: str, kind: str, tmp_path: Path) -> None:
+    expected = load_criteria_examples(DATA / f"{fmt}.jsonl", fmt)
+    paths = write(kind, records(fmt), tmp_path)
+    for format_ in ("auto", fmt):
+        assert [e for path in paths for e in load_criteria_examples(path, format_)] == expected
+
+
+def test_a_datasets_folder_with_two_splits_needs_the_split(tmp_path: Path) -> None:
+    import datasets
+
+    rows = records("rar")
+    splits = {
+        "train": datasets.Dataset.from_dict(columns(rows[:2])),
+        "test": datasets.Dataset.from_dict(columns(rows[2:])),
+    }
+    datasets.DatasetDict(splits).save_to_disk(str(tmp_path / "rar"))
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(tmp_path / "rar")
+    assert str(err.value) == (
+        f"{tmp_path / 'rar'}: holds the splits test, train; choose one with env.data_split (--data-split)"
+    )
+    assert [e.id for e in load_criteria_examples(tmp_path / "rar", split="test")] == ["rar-sci-0003"]
+    assert len(load_criteria_examples(tmp_path / "rar", split="train")) == 2
+    with pytest.raises(FileLoadError, match=r"has no split 'dev' \(its splits: test, train\)"):
+        load_criteria_examples(tmp_path / "rar", split="dev")
+
+
+def test_a_repository_folder_reads_its_data_files_sorted_or_those_of_the_split(tmp_path: Path) -> None:
+    native = records("native")
+    write_jsonl(tmp_path / "data" / "train.jsonl", native[:2])
+    write_jsonl(tmp_path / "data" / "test.jsonl", native[2:])
+    (tmp_path / "data" / "dataset_infos.json").write_text("{}")  # metadata, not data
+    write_jsonl(tmp_path / "data" / ".cache" / "stale.jsonl", [{"not": "read"}])
+    (tmp_path / "README.md").write_text("# invented\n")
+    ids = [e.id for e in load_criteria_examples(tmp_path)]
+    assert ids == ["bee-sting", "feather-moon", "scald-hand", "nosebleed-child"]  # test.jsonl, train.jsonl
+    assert [e.id for e in load_criteria_examples(tmp_path, split="train")] == [
+        "scald-hand",
+        "nosebleed-child",
+    ]
+    with pytest.raises(FileLoadError, match=r"no data file has 'dev' in its path \(its files: data/test"):
+        load_criteria_examples(tmp_path, split="dev")
+
+
+# -- format detection ----------------------------------------------------------------------------------
+
+
+def test_detect_format_from_the_keys() -> None:
+    assert [detect_format(records(fmt)[0], "x.jsonl:1") for fmt in FORMATS] == list(FORMATS)
+    with pytest.raises(FileLoadError) as err:
+        detect_format({"question": "Why?", "answer": "Because."}, "qa.jsonl")
+    assert str(err.value) == (
+        "qa.jsonl: cannot tell the criteria format from the first record: its keys are 'question', 'answer' "
+        "(native needs 'criteria' (with 'id' and 'prompt'); healthbench needs 'prompt' and 'rubrics' (with "
+        "'prompt_id'); rar needs 'question' and 'rubric' (with 'reference_answer')); name the format with "
+        "env.format (--format) if it is one of native, healthbench, rar"
+    )
+
+
+def test_an_undetectable_file_names_the_line_of_its_first_record(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "qa.jsonl", [{"question": "Why?", "answer": "Because."}])
+    with pytest.raises(FileLoadError, match=r"qa\.jsonl:1: cannot tell the criteria format .* its keys are"):
+        load_criteria_examples(path)
+
+
+# -- bad records ---------------------------------------------------------------------------------------
+
+
+def test_a_bad_line_names_the_file_line_and_field_and_counts_the_bad_records(tmp_path: Path) -> None:
+    rows = records("healthbench")
+    rows[1]["rubrics"][1]["points"] = "three"
+    del rows[2]["prompt_id"]
+    path = write_jsonl(tmp_path / "hb.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert (err.value.file, err.value.line, err.value.field) == (str(path), 2, "rubrics[1].points")
+    assert str(err.value) == (
+        f"{path}:2: rubrics[1].points: wrong type (expected a number, got 'three') "
+        "(2 of 3 healthbench records are bad; the file is refused as a whole)"
+    )
+
+
+def test_a_line_that_is_not_json_is_a_bad_record(tmp_path: Path) -> None:
+    lines = (DATA / "native.jsonl").read_text().splitlines()
+    lines[1] = "{not json"
+    path = tmp_path / "native.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value) == (
+        f"{path}:2: not valid JSON: Expecting property name enclosed in double quotes (column 2) "
+        "(1 of 4 native records is bad; the file is refused as a whole)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "field", "reason"),
+    [
+        ([{"role": "user", "content": 1}], "prompt[0].content", "wrong type (expected a string, got 1)"),
+        ([{"role": "assistant", "content": "Hi"}], "prompt", "a conversation must end with a user message"),
+        (5, "prompt", "wrong type (expected a string or a list of messages {role, content}, got 5)"),
+    ],
+)
+def test_a_bad_native_prompt_names_the_branch_it_wrote(
+    prompt: Any, field: str, reason: str, tmp_path: Path
+) -> None:
+    rows = records("native")
+    rows[3]["prompt"] = prompt
+    path = write_jsonl(tmp_path / "native.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert (
+        str(err.value)
+        == f"{path}:4: {field}: {reason} (1 of 4 native records is bad; the file is refused as a whole)"
+    )
+
+
+def test_a_native_record_with_an_unknown_field_lists_the_fields(tmp_path: Path) -> None:
+    rows = records("native")
+    rows[0]["reference"] = "misspelt"
+    path = write_jsonl(tmp_path / "native.jsonl", rows)
+    with pytest.raises(FileLoadError, match=r":1: reference: unknown field \(allowed: id, prompt, criteria"):
+        load_criteria_examples(path)
+
+
+def test_a_json_list_names_the_item_and_a_table_the_row(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = records("healthbench")
+    rows[1]["rubrics"][0]["points"] = None
+    path = tmp_path / "hb.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value).startswith(
+        f"{path}: [1].rubrics[0].points: wrong type (expected a number, got nothing)"
+    )
+
+    rows = records("rar")
+    rows[1]["rubric"][0]["description"] = ""
+    pq.write_table(pa.Table.from_pydict(columns(rows)), tmp_path / "rar.parquet")
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(tmp_path / "rar.parquet")
+    assert str(err.value) == (
+        f"{tmp_path / 'rar.parquet'}: row 1: rubric[0].description: is empty (expected a non-empty string, "
+        "got '') (1 of 3 rar records is bad; the file is refused as a whole)"
+    )
+
+
+def test_a_duplicate_id_names_both_lines(tmp_path: Path) -> None:
+    rows = records("native")
+    rows[3]["id"] = "scald-hand"
+    path = write_jsonl(tmp_path / "native.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value) == (
+        f"{path}:4: id: the id 'scald-hand' is used twice (first at line 1) "
+        "(1 of 4 native records is bad; the file is refused as a whole)"
+    )
+    rows = records("rar")
+    path = write_jsonl(tmp_path / "rar.jsonl", [*rows, rows[0]])
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value).startswith(
+        f"{path}:4: question: the same question as line 1 (the id 'rar-4070df3b11a3' is derived from the question)"
+    )
+
+
+def test_files_that_cannot_be_read(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "data.csv").write_text("a,b\n")
+    (tmp_path / "scalar.json").write_text("3")
+    cases = {
+        tmp_path / "empty.jsonl": "holds no records (expected at least one example)",
+        tmp_path / "data.csv": "unknown kind of file '.csv' (expected .jsonl, .json, .parquet or a folder)",
+        tmp_path
+        / "scalar.json": "wrong shape (expected a list of records, or a mapping with a 'data' list, got 3)",
+        tmp_path / "missing.jsonl": "file not found",
+    }
+    for path, reason in cases.items():
+        with pytest.raises(FileLoadError) as err:
+            load_criteria_examples(path)
+        assert str(err.value) == f"{path}: {reason}"
+    with pytest.raises(ValueError, match="format must be 'auto' or one of native, healthbench, rar"):
+        load_criteria_examples(DATA / "rar.jsonl", "scale")
