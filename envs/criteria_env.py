@@ -149,6 +149,16 @@ class CriteriaEnv(SingleTurnEnv):
                 lines += [f"## Held-out by tag: {model}", "", *format_tag_table(scores), ""]
         return lines
 
+    def summary_metrics(self, states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """HealthBench's numbers of an evaluation: the overall score (the mean of the unclipped example
+        scores, clipped to [0, 1]) and each tag's, as ``healthbench/<tag>``."""
+        from rubrics.criteria_scores import tag_scores
+
+        return {
+            f"healthbench/{_metric_safe(name)}": score.mean_clipped
+            for name, score in tag_scores(states).items()
+        }
+
     def step_metrics(self) -> dict[str, float]:
         """The LLM judge's calls, requests, retries, cache hits, failures, tokens and seconds since the last
         call (empty without an LLM judge)."""

@@ -92,6 +92,11 @@ class Environment:
         none."""
         return []
 
+    def summary_metrics(self, states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """Numbers this environment adds to an evaluation's ``summary.json`` (and so to the logged
+        ``eval/...`` metrics) from its scored rollouts. Default: none."""
+        return {}
+
     def step_metrics(self) -> dict[str, float]:
         """What the environment spent since the last call (an LLM judge's calls, tokens, seconds), logged
         with every step. Default: nothing."""

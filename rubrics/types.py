@@ -85,6 +85,10 @@ class State(TypedDict, total=False):
     """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``."""
     multistep: EvaluationResult
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
+    criteria: dict[str, Any]
+    """The verdicts of a per-prompt criteria rubric (``envs.criteria_env``), as plain data: ``example``,
+    ``score``, ``raw_score``, ``possible``, ``example_tags`` and ``verdicts`` (name, weight, tags, met,
+    judged_by, one per criterion)."""
     progress: object
     """An environment's own bookkeeping while the rollout runs (``MultiStepMultiTurnEnv``: its walk);
     removed when the rollout finishes, so never scored or written out."""

@@ -122,7 +122,13 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
         await backend.close()
     (out / "summary.json").write_text(
         json.dumps(
-            {"job": {**job.__dict__, "env": job.env.model_dump()}, **summary.as_dict()}, indent=2, default=str
+            {
+                "job": {**job.__dict__, "env": job.env.model_dump()},
+                **summary.as_dict(),
+                **env.summary_metrics([plain_state(s) for s in states]),
+            },
+            indent=2,
+            default=str,
         )
     )
     plot_summary(summary, states, out / "eval.png")

@@ -80,5 +80,6 @@ async def evaluate_to_dir(
         env, backend, examples, n, rollouts_path, concurrency=max(len(examples), 1), progress=False
     )
     plot_summary(summary, states, out_dir / "eval.png")
-    (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, default=str))
-    return summary.as_dict()
+    result = {**summary.as_dict(), **env.summary_metrics([plain_state(s) for s in states])}
+    (out_dir / "summary.json").write_text(json.dumps(result, indent=2, default=str))
+    return result

@@ -1,0 +1,117 @@
+"""The criteria environment: per-prompt criteria graded by rules (and an LLM judge over real HTTP), the
+verdicts kept per rollout, the probe's trivial policies, per-tag metrics, and failures marked per rollout."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from transformers import AutoTokenizer
+
+from envs.backends.base import SamplingParams
+from envs.build import make_env
+from envs.config import EnvConfig
+from envs.criteria_env import CriteriaEnv, criteria_example
+from rubrics.autograders import PerCriterionGrader
+from rubrics.autograders.mixed import RuleFirstGrader
+from rubrics.criteria_examples import CriteriaExample
+from rubrics.judges.client import LLMJudgeClient
+from tests.support.judge_server import JudgeServer
+from tests.support.scripted_backend import CyclingBackend
+
+BURN = CriteriaExample.model_validate(
+    {
+        "id": "burn-1",
+        "prompt": "My son burned his hand on the stove. What do I do?",
+        "tags": ["theme:burns"],
+        "criteria": [
+            # weights 4 + 2 positive = 6; a pitfall of -3
+            {"name": "cool", "weight": 4, "requirement": "Cool the burn under running water",
+             "tags": ["axis:accuracy"], "rule": {"any": ["cool water", "running water"]}},
+            {"name": "doctor", "weight": 2, "requirement": "See a doctor if it blisters",
+             "tags": ["axis:completeness"], "rule": {"any": ["doctor", "clinic"]}},
+            {"name": "butter", "weight": -3, "requirement": "Suggests butter or ice",
+             "tags": ["axis:accuracy"], "rule": {"any": ["butter", "ice"]}},
+        ],
+    }
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir: Path) -> Any:
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+async def play(tokenizer: Any, replies: list[str], grader: RuleFirstGrader | None = None) -> list[dict]:
+    env = CriteriaEnv([BURN], grader or RuleFirstGrader(), tokenizer, sampling=SamplingParams(max_tokens=64))
+    backend = CyclingBackend(tokenizer, replies)
+    states = []
+    for _ in replies:  # CyclingBackend gives one reply per request; a group is one request
+        states += await env.run_group(criteria_example(BURN), backend, 1)
+    return states
+
+
+async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: Any) -> None:
+    replies = [
+        "Hold it under cool water for twenty minutes, then see a doctor.",  # 4 + 2 = 6 of 6 -> 1.0
+        "Put butter on it and run it under running water.",  # 4 - 3 = 1 of 6 -> 0.1667
+        "Put some ice on it.",  # -3 of 6, clipped -> 0.0
+        "Do not use butter or ice; cool water, then a clinic.",  # negated pitfall: 6 of 6 -> 1.0
+    ]
+    states = await play(tokenizer, replies)
+    assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, 0.0, 1.0]
+    second = states[1]["criteria"]
+    assert second["example"] == "burn-1" and second["raw_score"] == 1.0 and second["possible"] == 6.0
+    assert [v["met"] for v in second["verdicts"]] == [True, False, True]
+    assert {v["judged_by"] for v in second["verdicts"]} == {"rule"}
+    metrics = states[1]["metrics"]
+    assert metrics["criteria/pitfalls_made_fraction"] == 1.0
+    assert metrics["criteria/positive_met_fraction"] == 0.5
+    # axis:accuracy holds "cool" (met: passes) and "butter" (made: fails) -> 1/2
+    assert metrics["tag/axis:accuracy/pass_rate"] == 0.5
+
+
+async def test_probe_scores_the_trivial_policies_as_the_model_is_scored(tokenizer: Any) -> None:
+    env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
+    rows = {r.policy: r for r in await env.probe([], [criteria_example(BURN)])}
+    assert rows["empty reply"].reward_mean == 0.0
+    # every positive rule phrase: "cool water, running water, doctor, clinic" -> 6 of 6
+    assert rows["every rule phrase"].reward_mean == 1.0
+    assert "reference" not in rows  # the example has no reference answer
+
+
+def test_a_criterion_without_a_rule_needs_a_judge(tmp_path: Path, tokenizer: Any) -> None:
+    data = tmp_path / "d.jsonl"
+    unruled = BURN.model_copy(
+        update={"criteria": (*BURN.criteria, BURN.criteria[0].model_copy(update={"rule": None}))}
+    )
+    data.write_text(unruled.model_dump_json() + "\n")
+    cfg = EnvConfig(type="criteria", data=str(data), format="native", eval_fraction=0.0)
+    with pytest.raises(ValueError, match=r"env.judge_base_url: 1 example\(s\) have criteria without a rule"):
+        make_env(cfg, tokenizer, SamplingParams())
+
+
+async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout(tokenizer: Any) -> None:
+    llm_only = BURN.model_copy(
+        update={"criteria": (BURN.criteria[0].model_copy(update={"rule": None}), *BURN.criteria[1:])}
+    )
+    with JudgeServer() as server:
+        client = LLMJudgeClient(server.base_url, "judge", max_attempts=2, backoff_initial_s=0.01)
+        grader = RuleFirstGrader(PerCriterionGrader.from_client(client))
+        env = CriteriaEnv([llm_only], grader, tokenizer, judge_client=client)
+        backend = CyclingBackend(tokenizer, ["Use a clinic."])
+        (state,) = await env.run_group(criteria_example(llm_only), backend, 1)
+        # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
+        assert state["reward"] == 1.0 and len(server.requests) == 1
+        assert [v["judged_by"] for v in state["criteria"]["verdicts"]] == ["llm", "rule", "rule"]
+        server.faults.extend(["500", "500"])  # both attempts fail
+        (failed,) = await env.run_group(
+            criteria_example(llm_only), CyclingBackend(tokenizer, ["Another."]), 1
+        )
+        assert failed.get("error") and math.isnan(failed["reward"])
+        await client.close()
