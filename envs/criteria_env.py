@@ -6,7 +6,8 @@ clipped to [0, 1] per rollout, the all-negative rule, or the holistic score); cr
 judged offline by it, the others by the LLM autograder (``RuleFirstGrader``). Every rollout keeps its verdicts
 in ``state["criteria"]`` (plain data, written to ``rollouts.jsonl``): the example id, the score, the raw points,
 the positive points, the example's tags and one entry per criterion (name, weight, tags, met, judged_by).
-Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``).
+Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
+``rubrics.criteria_scores.step_tag_metrics``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from envs.backends.base import SamplingParams
 from envs.environment import SingleTurnEnv
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
 from rubrics.multistep.probe import PolicyScore, Rollout, score_rollouts
 from rubrics.rubric import Rubric
@@ -113,7 +115,7 @@ class CriteriaEnv(SingleTurnEnv):
             "example_tags": list(example.tags),
             "verdicts": verdicts,
         }
-        return RewardWithMetrics(report.score, _verdict_metrics(verdicts))
+        return RewardWithMetrics(report.score)
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
@@ -140,8 +142,6 @@ class CriteriaEnv(SingleTurnEnv):
         """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria_scores``): the
         mean of the unclipped example scores, clipped to [0, 1], with its bootstrap std and the 95% interval
         clustered by example, and the share of each tag's criteria passed."""
-        from rubrics.criteria_scores import format_tag_table, tag_scores
-
         lines = []
         for model, rows in evaluations.items():
             scores = tag_scores(rows)
@@ -152,47 +152,20 @@ class CriteriaEnv(SingleTurnEnv):
     def summary_metrics(self, states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """HealthBench's numbers of an evaluation: the overall score (the mean of the unclipped example
         scores, clipped to [0, 1]) and each tag's, as ``healthbench/<tag>``."""
-        from rubrics.criteria_scores import tag_scores
-
         return {
-            f"healthbench/{_metric_safe(name)}": score.mean_clipped
+            f"healthbench/{metric_name(name)}": score.mean_clipped
             for name, score in tag_scores(states).items()
         }
 
-    def step_metrics(self) -> dict[str, float]:
-        """The LLM judge's calls, requests, retries, cache hits, failures, tokens and seconds since the last
-        call (empty without an LLM judge)."""
-        if self.judge_client is None:
-            return {}
-        now = self.judge_client.stats.snapshot()
-        delta = {k: v - self._judge_seen.get(k, 0.0) for k, v in now.items()}
-        self._judge_seen = now
-        return delta
-
-
-def _verdict_metrics(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """One rollout's metrics: criteria met, pitfalls made, and each criterion tag's pass rate."""
-    if not verdicts:
-        return {}
-    positive = [v for v in verdicts if v["weight"] > 0]
-    pitfalls = [v for v in verdicts if v["weight"] < 0]
-    out = {"criteria/met_fraction": sum(v["met"] for v in verdicts) / len(verdicts)}
-    if positive:
-        out["criteria/positive_met_fraction"] = sum(v["met"] for v in positive) / len(positive)
-    if pitfalls:
-        out["criteria/pitfalls_made_fraction"] = sum(v["met"] for v in pitfalls) / len(pitfalls)
-    tags: dict[str, list[bool]] = {}
-    for v in verdicts:
-        for tag in v["tags"]:
-            # a pitfall's tag passes when the pitfall is avoided
-            tags.setdefault(tag, []).append(bool(v["met"]) == (v["weight"] >= 0))
-    for tag, passed in tags.items():
-        out[f"tag/{_metric_safe(tag)}/pass_rate"] = sum(passed) / len(passed)
-    return out
-
-
-def _metric_safe(tag: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "_:.-" else "_" for ch in tag)
+    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
+        """The step's criteria and per-tag metrics (``step_tag_metrics``), and the LLM judge's calls,
+        requests, retries, cache hits, failures, tokens and seconds since the last step."""
+        out = step_tag_metrics(states)
+        if self.judge_client is not None:
+            now = self.judge_client.stats.snapshot()
+            out.update({k: v - self._judge_seen.get(k, 0.0) for k, v in now.items()})
+            self._judge_seen = now
+        return out
 
 
 TRIVIAL_POLICIES = ("empty reply", "prompt echoed", "every rule phrase", "one sentence looped", "reference")

@@ -97,9 +97,9 @@ class Environment:
         ``eval/...`` metrics) from its scored rollouts. Default: none."""
         return {}
 
-    def step_metrics(self) -> dict[str, float]:
-        """What the environment spent since the last call (an LLM judge's calls, tokens, seconds), logged
-        with every step. Default: nothing."""
+    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
+        """Metrics of its own over one step's rollouts ``states``, and what the environment spent since the
+        last call (an LLM judge's calls, tokens, seconds), logged with every step. Default: nothing."""
         return {}
 
     # -- building blocks -----------------------------------------------------------------------------

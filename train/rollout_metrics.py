@@ -49,7 +49,7 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
             if math.isfinite(value) and not key.startswith("stop/"):
                 per_metric.setdefault(key, []).append(value)
     for key, values in per_metric.items():
-        prefix = "" if key.startswith(("req/", "errors/", "criteria/", "tag/")) else "reward_fn/"
+        prefix = "" if key.startswith(("req/", "errors/")) else "reward_fn/"
         out[f"{prefix}{key}"] = sum(values) / len(values)
     if advantages:
         out["advantage/mean"], out["advantage/std"] = _mean_std(list(advantages))

@@ -122,7 +122,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
-        metrics = {**step_metrics(rollouts, step, cfg, batch_stats, seconds), **env.step_metrics()}
+        metrics = {
+            **step_metrics(rollouts, step, cfg, batch_stats, seconds),
+            **env.step_metrics(rollouts.all_states),
+        }
         _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
         progress(step + 1, metrics)
         if _evaluate_now(cfg, step + 1) and eval_examples:  # the held-out curve of a long run

@@ -69,9 +69,9 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
     assert second["example"] == "burn-1" and second["raw_score"] == 1.0 and second["possible"] == 6.0
     assert [v["met"] for v in second["verdicts"]] == [True, False, True]
     assert {v["judged_by"] for v in second["verdicts"]} == {"rule"}
-    metrics = states[1]["metrics"]
-    assert metrics["criteria/pitfalls_made_fraction"] == 1.0
-    assert metrics["criteria/positive_met_fraction"] == 0.5
+    metrics = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer).step_metrics(states[1:2])
+    assert metrics["criteria/pitfalls_met_fraction"] == 1.0
+    assert metrics["criteria/met_fraction"] == 2 / 3
     # axis:accuracy holds "cool" (met: passes) and "butter" (made: fails) -> 1/2
     assert metrics["tag/axis:accuracy/pass_rate"] == 0.5
 
