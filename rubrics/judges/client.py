@@ -9,7 +9,10 @@
 - a total timeout on every request;
 - retries with exponential backoff and full jitter (``tenacity``) on rate limits (429), server errors (5xx),
   timeouts, dropped connections and malformed verdicts (not JSON, cut mid-JSON, wrong keys or values);
-- a cache of parsed verdicts keyed by the exact request;
+- a cache of parsed verdicts keyed by the exact request (the most recent ``max_cached_verdicts``); a call
+  that matches one still in flight waits for it instead of sending its own, so identical rollouts of a
+  group cost one request;
+- cost counters (``JudgeClientStats``: requests, retries, tokens, seconds), flat through ``snapshot()``;
 - on plain ``http://`` endpoints, a lean keep-alive transport (``transport.py``) that keeps the client's CPU
   per verdict well under a judge's latency;
 - after the last attempt, ``JudgeError``: never a silent 0. Inside a ``Rubric`` that marks the rollout.
@@ -23,8 +26,9 @@ import json
 import logging
 import math
 import os
-from collections import Counter
-from collections.abc import Callable
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
@@ -54,7 +58,7 @@ class MalformedVerdictError(JudgeFormatError):
 
 @dataclass
 class JudgeClientStats:
-    """Counters of one client, for logging and tests."""
+    """Counters of one client, for logging and tests; ``snapshot()`` gives them as flat metrics."""
 
     calls: int = 0
     """Verdicts asked for (cache hits included)."""
@@ -63,11 +67,46 @@ class JudgeClientStats:
     retries: int = 0
     """Attempts after a retryable fault."""
     cache_hits: int = 0
-    """Verdicts served from the cache."""
+    """Verdicts served from the cache, or shared with an identical call in flight."""
     failures: int = 0
     """Calls that raised ``JudgeError`` after their last attempt."""
+    prompt_tokens: int = 0
+    """Prompt tokens of every answered request, from the response's ``usage`` (0 where it has none)."""
+    completion_tokens: int = 0
+    """Completion tokens of every answered request, from the response's ``usage`` (0 where it has none)."""
+    seconds: float = 0.0
+    """Wall time of the HTTP requests, summed (concurrent requests each count in full; waits for the
+    semaphore and backoff sleeps do not count)."""
     faults: Counter[str] = field(default_factory=Counter)
     """Faults seen, by cause: ``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``malformed``, ..."""
+
+    def snapshot(self) -> dict[str, float]:
+        """The counters as flat metrics: ``judge/calls``, ``judge/requests``, ``judge/retries``,
+        ``judge/cache_hits``, ``judge/failures``, ``judge/prompt_tokens``, ``judge/completion_tokens``,
+        ``judge/seconds``."""
+        return {f"judge/{name}": float(getattr(self, name)) for name in SNAPSHOT_FIELDS}
+
+    def since(self, before: Mapping[str, float]) -> dict[str, float]:
+        """What was added after ``before`` (an earlier ``snapshot()``): a step's judge cost."""
+        return snapshot_delta(before, self.snapshot())
+
+
+SNAPSHOT_FIELDS = (
+    "calls",
+    "requests",
+    "retries",
+    "cache_hits",
+    "failures",
+    "prompt_tokens",
+    "completion_tokens",
+    "seconds",
+)
+"""The ``JudgeClientStats`` counters in ``snapshot()``, each as ``judge/<name>``."""
+
+
+def snapshot_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """``after - before`` key by key (a key missing from ``before`` counts from 0)."""
+    return {key: value - before.get(key, 0.0) for key, value in after.items()}
 
 
 def fault_cause(exc: BaseException) -> str:
@@ -114,6 +153,7 @@ class LLMJudgeClient:
         temperature: float = 0.0,
         structured_output: StructuredOutput = "auto",
         cache: bool = True,
+        max_cached_verdicts: int = 100_000,
         extra_body: dict[str, Any] | None = None,
         lean_http: bool | None = None,
     ) -> None:
@@ -123,6 +163,7 @@ class LLMJudgeClient:
             max_concurrency=max_concurrency,
             max_attempts=max_attempts,
             max_tokens=max_tokens,
+            max_cached_verdicts=max_cached_verdicts,
             timeout_s=timeout_s,
             backoff_initial_s=backoff_initial_s,
             backoff_max_s=backoff_max_s,
@@ -143,6 +184,8 @@ class LLMJudgeClient:
         """Sampling temperature (0 makes the cache exact)."""
         self.structured_output = structured_output
         """``auto`` tries ``json_schema``, then ``json_object``, then plain text."""
+        self.max_cached_verdicts = max_cached_verdicts
+        """Verdicts the cache keeps; the least recently used goes first (bounds a long run's memory)."""
         self.extra_body = extra_body
         """Extra request fields for the server (e.g. vLLM sampling options)."""
         self.semaphore = semaphore or asyncio.Semaphore(max_concurrency)
@@ -150,7 +193,8 @@ class LLMJudgeClient:
         self.stats = JudgeClientStats()
         """Counters of calls, retries, faults and failures."""
         self._mode: StructuredOutput = "json_schema" if structured_output == "auto" else structured_output
-        self._cache: dict[str, Any] | None = {} if cache else None
+        self._cache: OrderedDict[str, Any] | None = OrderedDict() if cache else None
+        self._in_flight: dict[str, asyncio.Future[Any]] = {}
         self._wait = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         if lean_http is None:
             lean_http = base_url.startswith("http://")
@@ -207,12 +251,62 @@ class LLMJudgeClient:
         schema: dict[str, Any] | None = None,
         schema_name: str = "verdict",
     ) -> T:
-        """Ask for one verdict and ``parse`` it; retries until it parses or attempts run out (``JudgeError``)."""
+        """Ask for one verdict and ``parse`` it; retries until it parses or attempts run out (``JudgeError``).
+
+        With the cache on, a request answered before is not sent again, and one identical to a request in
+        flight waits for that one's verdict (a ``cache_hit`` either way)."""
         self.stats.calls += 1
-        key = self.request_key(messages, schema) if self._cache is not None else ""
-        if self._cache is not None and key in self._cache:
-            self.stats.cache_hits += 1
-            return cast(T, self._cache[key])
+        try:
+            if self._cache is None:
+                return await self._attempts(messages, parse, schema, schema_name)
+            key = self.request_key(messages, schema)
+            if key in self._cache:
+                self.stats.cache_hits += 1
+                self._cache.move_to_end(key)
+                return cast(T, self._cache[key])
+            task = self._in_flight.get(key)
+            if task is None:
+                task = asyncio.ensure_future(self._cached_attempts(key, messages, parse, schema, schema_name))
+                self._in_flight[key] = task
+                task.add_done_callback(lambda done: self._settle(key, done))
+            else:
+                self.stats.cache_hits += 1
+            # shielded: one caller cancelled (a rollout given up) leaves the verdict to the others
+            return cast(T, await asyncio.shield(task))
+        except JudgeError:
+            self.stats.failures += 1
+            raise
+
+    async def _cached_attempts(
+        self,
+        key: str,
+        messages: list[dict[str, Any]],
+        parse: Callable[[str], T],
+        schema: dict[str, Any] | None,
+        schema_name: str,
+    ) -> T:
+        result = await self._attempts(messages, parse, schema, schema_name)
+        assert self._cache is not None
+        self._cache[key] = result
+        if len(self._cache) > self.max_cached_verdicts:
+            self._cache.popitem(last=False)  # the least recently used
+        return result
+
+    def _settle(self, key: str, task: asyncio.Future[Any]) -> None:
+        """Forget a finished request; its outcome is retrieved here, so a failure nobody awaits any more
+        (every caller cancelled) is not logged as never retrieved."""
+        self._in_flight.pop(key, None)
+        if not task.cancelled():
+            task.exception()
+
+    async def _attempts(
+        self,
+        messages: list[dict[str, Any]],
+        parse: Callable[[str], T],
+        schema: dict[str, Any] | None,
+        schema_name: str,
+    ) -> T:
+        """Send the request until its reply parses, or raise ``JudgeError`` after the last attempt."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
@@ -226,15 +320,12 @@ class LLMJudgeClient:
                     text, finish_reason = await self._request(messages, schema, schema_name)
                     result = _parse(parse, text, finish_reason)
         except Exception as exc:
-            self.stats.failures += 1
             self.stats.faults[fault_cause(exc)] += 1  # the last attempt's fault (earlier ones: _before_retry)
             attempts = retrying.statistics.get("attempt_number", 1)
             raise JudgeError(
                 f"judge {self.model!r} at {self.base_url}: no verdict after {attempts} attempt(s): "
                 f"{fault_cause(exc)}: {exc}"
             ) from exc
-        if self._cache is not None:
-            self._cache[key] = result
         return result
 
     def _before_retry(self, state: RetryCallState) -> None:
@@ -249,14 +340,29 @@ class LLMJudgeClient:
     ) -> tuple[str, str | None]:
         async with self.semaphore:
             self.stats.requests += 1
-            async with asyncio.timeout(self.timeout_s):
-                response = await self._create(messages, schema, schema_name)
+            start = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await self._create(messages, schema, schema_name)
+            finally:
+                self.stats.seconds += time.perf_counter() - start
+        self._count_usage(response)
         try:
             choice = response["choices"][0]
             content = choice["message"].get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError):
             raise MalformedVerdictError(f"not a chat completion: {str(response)[:200]}") from None
         return str(content), choice.get("finish_reason")
+
+    def _count_usage(self, response: Any) -> None:
+        """Add the response's ``usage`` tokens to the stats (a server that sends none adds nothing)."""
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        if not isinstance(usage, Mapping):
+            return
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = usage.get(name)
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                setattr(self.stats, name, getattr(self.stats, name) + count)
 
     async def _create(
         self, messages: list[dict[str, Any]], schema: dict[str, Any] | None, schema_name: str
