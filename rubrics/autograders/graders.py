@@ -1,6 +1,11 @@
 """The three weighted-criteria autograders. Each takes ``generate_fn(system_prompt, user_prompt)``, sync or
 async, returning its output schema (or a dict, or JSON text), plus ``normalize=True`` and an optional
 ``system_prompt``. ``Grader.from_client(client)`` builds one on the LLM judge client with no user code.
+``grade(criteria, to_grade, query=None, reference=None)``: a reference answer, when given, is shown to the
+judge in a ``<reference_answer>`` block.
+
+The prompts depend only on their inputs, so grading the same response against the same criterion (and
+query and reference) again is the same request, served by the client's verdict cache.
 
 An output that does not fit (a missing criterion, an index out of range, a bad status) raises
 ``GraderOutputError``; nothing is silently scored 0.
@@ -85,9 +90,13 @@ class Autograder(ABC):
 
     @abstractmethod
     async def grade(
-        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+        self,
+        criteria: Sequence[Criterion],
+        to_grade: ToGrade,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
-        """Grade one response against ``criteria``."""
+        """Grade one response against ``criteria``; ``reference`` is a reference answer shown to the judge."""
 
     def _report(self, criteria: Sequence[Criterion], met: list[bool], reasons: list[str]) -> EvaluationReport:
         score, raw = per_criterion_score([c.weight for c in criteria], met, self.normalize)
@@ -105,10 +114,14 @@ class PerCriterionGrader(Autograder):
     default_system_prompt = prompts.PER_CRITERION_SYSTEM_PROMPT
 
     async def grade(
-        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+        self,
+        criteria: Sequence[Criterion],
+        to_grade: ToGrade,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
         """Grade each criterion in its own call."""
-        user_prompts = [prompts.per_criterion_prompt(c, to_grade, query) for c in criteria]
+        user_prompts = [prompts.per_criterion_prompt(c, to_grade, query, reference) for c in criteria]
         outputs = await asyncio.gather(*(self.generate(p, PerCriterionOutput) for p in user_prompts))
         met = [o.criterion_status == "MET" for o in outputs]
         return self._report(criteria, met, [o.explanation for o in outputs])
@@ -121,10 +134,16 @@ class PerCriterionOneShotGrader(Autograder):
     default_system_prompt = prompts.ONE_SHOT_SYSTEM_PROMPT
 
     async def grade(
-        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+        self,
+        criteria: Sequence[Criterion],
+        to_grade: ToGrade,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
         """Grade every criterion in one call."""
-        output = await self.generate(prompts.one_shot_prompt(criteria, to_grade, query), OneShotOutput)
+        output = await self.generate(
+            prompts.one_shot_prompt(criteria, to_grade, query, reference), OneShotOutput
+        )
         by_idx = {}
         for evaluation in output.criteria_evaluations:
             i = evaluation.criterion_idx
@@ -149,11 +168,15 @@ class RubricAsJudgeGrader(Autograder):
     gives_verdicts = False
 
     async def grade(
-        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+        self,
+        criteria: Sequence[Criterion],
+        to_grade: ToGrade,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
         """Grade holistically; ``report`` is None."""
         output = await self.generate(
-            prompts.rubric_as_judge_prompt(criteria, to_grade, query), RubricAsJudgeOutput
+            prompts.rubric_as_judge_prompt(criteria, to_grade, query, reference), RubricAsJudgeOutput
         )
         llm = output.overall_score
         score, raw = holistic_score([c.weight for c in criteria], llm, self.normalize)

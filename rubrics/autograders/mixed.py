@@ -9,7 +9,7 @@ Scores, with ``R`` the rule-judged criteria and ``L`` the LLM-judged ones (formu
                                              score = clamp(raw / sum(max(0, w) for all))   normalize=True
 
 So a rubric whose criteria all carry rules needs no LLM at all, and a mixed one asks the LLM only about
-the criteria no rule can decide.
+the criteria no rule can decide. The reference answer goes to the LLM only (a rule reads the response).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class RuleFirstGrader:
         if llm_idx:
             assert self.inner is not None
             subset = [criteria[i] for i in llm_idx]
+            # passed only when given: the ``Grader`` protocol's ``grade`` has no ``reference`` (the three
+            # autograders' has), so a grader written to the protocol still works without one
             kwargs: dict[str, Any] = {"reference": reference} if reference else {}
             inner_report = await self.inner.grade(subset, to_grade, query=query, **kwargs)
         weights = [c.weight for c in criteria]
@@ -77,8 +79,8 @@ class RuleFirstGrader:
                 score=score, raw_score=raw, llm_raw_score=inner_report.llm_raw_score, report=rules or None
             )
         reports: list[CriterionReport | None] = [None] * len(criteria)
-        for i, met in by_rule.items():
-            reports[i] = _report(criteria[i], met)
+        for i, rule_met in by_rule.items():
+            reports[i] = _report(criteria[i], rule_met)
         for i, judged in zip(llm_idx, (inner_report.report or []) if inner_report else [], strict=True):
             reports[i] = judged.model_copy(update={"judged_by": "llm"})
         full = [r for r in reports if r is not None]

@@ -1,6 +1,7 @@
 """Prompts of the three graders, with the public ``rubric`` library's structure: the per-criterion user
 prompt carries ``<criterion_type>positive|negative</criterion_type>``, ``<criterion>``, ``<query>`` when
-given, and ``<response>`` (with nested ``<thinking>`` and ``<output>`` for a dict with both).
+given, ``<reference_answer>`` when given, and ``<response>`` (with nested ``<thinking>`` and ``<output>`` for
+a dict with both). Without a reference answer the prompts are exactly the library's.
 """
 
 from __future__ import annotations
@@ -69,16 +70,37 @@ def _query_block(query: str | None) -> str:
     return f"<query>\n{query}\n</query>\n\n" if query else ""
 
 
-def per_criterion_prompt(criterion: Criterion, to_grade: ToGrade, query: str | None = None) -> str:
+REFERENCE_NOTE = (
+    "The reference answer below is one good response to the query, for comparison only: judge the response "
+    "by the criteria, not by how closely it resembles the reference."
+)
+"""Precedes the ``<reference_answer>`` block, so the judge neither copies its verdict from it nor rewards
+resemblance to it."""
+
+
+def _reference_block(reference: str | None) -> str:
+    return f"{REFERENCE_NOTE}\n<reference_answer>\n{reference}\n</reference_answer>\n\n" if reference else ""
+
+
+def _context(query: str | None, reference: str | None) -> str:
+    """What precedes ``<response>``: the query and the reference answer, each only when given."""
+    return _query_block(query) + _reference_block(reference)
+
+
+def per_criterion_prompt(
+    criterion: Criterion, to_grade: ToGrade, query: str | None = None, reference: str | None = None
+) -> str:
     """User prompt for one criterion."""
     return (
         f"<criterion_type>{criterion_type(criterion)}</criterion_type>\n\n"
         f"<criterion>\n{criterion.requirement}\n</criterion>\n\n"
-        f"{_query_block(query)}{response_block(to_grade)}"
+        f"{_context(query, reference)}{response_block(to_grade)}"
     )
 
 
-def one_shot_prompt(criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None) -> str:
+def one_shot_prompt(
+    criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None, reference: str | None = None
+) -> str:
     """User prompt listing every criterion with its 0-based index."""
     items = "\n".join(
         f"<criterion_{i}>\n<criterion_idx>{i}</criterion_idx>\n"
@@ -86,13 +108,15 @@ def one_shot_prompt(criteria: Sequence[Criterion], to_grade: ToGrade, query: str
         f"<criterion>\n{c.requirement}\n</criterion>\n</criterion_{i}>"
         for i, c in enumerate(criteria)
     )
-    return f"<criteria>\n{items}\n</criteria>\n\n{_query_block(query)}{response_block(to_grade)}"
+    return f"<criteria>\n{items}\n</criteria>\n\n{_context(query, reference)}{response_block(to_grade)}"
 
 
-def rubric_as_judge_prompt(criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None) -> str:
+def rubric_as_judge_prompt(
+    criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None, reference: str | None = None
+) -> str:
     """User prompt with the weighted rubric, for one 0-100 score."""
     items = "\n".join(
         f'<criterion weight="{c.weight:g}" type="{criterion_type(c)}">{c.requirement}</criterion>'
         for c in criteria
     )
-    return f"<rubric>\n{items}\n</rubric>\n\n{_query_block(query)}{response_block(to_grade)}"
+    return f"<rubric>\n{items}\n</rubric>\n\n{_context(query, reference)}{response_block(to_grade)}"
