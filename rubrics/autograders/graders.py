@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
@@ -38,6 +38,7 @@ GenerateFn = Callable[[str, str], Any]
 
 G = TypeVar("G", bound="Autograder")
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def judge_generate_fn(client: LLMJudgeClient, output_type: type[M]) -> Callable[[str, str], Any]:
@@ -54,6 +55,19 @@ def judge_generate_fn(client: LLMJudgeClient, output_type: type[M]) -> Callable[
         )
 
     return generate
+
+
+async def gather_or_cancel(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather``, except that the first failure cancels the calls still running: one criterion
+    without a verdict fails the whole grading, so the others' verdicts would be thrown away, and their
+    retries would hold judge slots that other rollouts are waiting for."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 class Autograder(ABC):
@@ -122,7 +136,7 @@ class PerCriterionGrader(Autograder):
     ) -> EvaluationReport:
         """Grade each criterion in its own call."""
         user_prompts = [prompts.per_criterion_prompt(c, to_grade, query, reference) for c in criteria]
-        outputs = await asyncio.gather(*(self.generate(p, PerCriterionOutput) for p in user_prompts))
+        outputs = await gather_or_cancel([self.generate(p, PerCriterionOutput) for p in user_prompts])
         met = [o.criterion_status == "MET" for o in outputs]
         return self._report(criteria, met, [o.explanation for o in outputs])
 

@@ -194,7 +194,7 @@ class LLMJudgeClient:
         """Counters of calls, retries, faults and failures."""
         self._mode: StructuredOutput = "json_schema" if structured_output == "auto" else structured_output
         self._cache: OrderedDict[str, Any] | None = OrderedDict() if cache else None
-        self._in_flight: dict[str, asyncio.Future[Any]] = {}
+        self._in_flight: dict[str, _SharedRequest] = {}
         self._wait = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         if lean_http is None:
             lean_http = base_url.startswith("http://")
@@ -264,18 +264,29 @@ class LLMJudgeClient:
                 self.stats.cache_hits += 1
                 self._cache.move_to_end(key)
                 return cast(T, self._cache[key])
-            task = self._in_flight.get(key)
-            if task is None:
+            shared = self._in_flight.get(key)
+            if shared is None:
                 task = asyncio.ensure_future(self._cached_attempts(key, messages, parse, schema, schema_name))
-                self._in_flight[key] = task
-                task.add_done_callback(lambda done: self._settle(key, done))
+                shared = self._in_flight[key] = _SharedRequest(task)
+                task.add_done_callback(lambda _: self._forget(key, shared))
             else:
                 self.stats.cache_hits += 1
-            # shielded: one caller cancelled (a rollout given up) leaves the verdict to the others
-            return cast(T, await asyncio.shield(task))
+            return cast(T, await self._wait_for(key, shared))
         except JudgeError:
             self.stats.failures += 1
             raise
+
+    async def _wait_for(self, key: str, shared: _SharedRequest) -> Any:
+        """The shared request's verdict. A caller cancelled (its rollout given up) leaves the request to the
+        others; when the last one is cancelled, the request is too, freeing its place in the semaphore."""
+        shared.waiters += 1
+        try:
+            return await asyncio.shield(shared.task)
+        finally:
+            shared.waiters -= 1
+            if shared.waiters == 0 and not shared.task.done():
+                self._forget(key, shared)  # now: a new caller must not join a cancelled request
+                shared.task.cancel()
 
     async def _cached_attempts(
         self,
@@ -292,12 +303,12 @@ class LLMJudgeClient:
             self._cache.popitem(last=False)  # the least recently used
         return result
 
-    def _settle(self, key: str, task: asyncio.Future[Any]) -> None:
-        """Forget a finished request; its outcome is retrieved here, so a failure nobody awaits any more
-        (every caller cancelled) is not logged as never retrieved."""
-        self._in_flight.pop(key, None)
-        if not task.cancelled():
-            task.exception()
+    def _forget(self, key: str, shared: _SharedRequest) -> None:
+        """Drop a finished or abandoned request from the ones in flight (only itself, not a newer one)."""
+        if self._in_flight.get(key) is shared:
+            del self._in_flight[key]
+        if shared.task.done() and not shared.task.cancelled():
+            shared.task.exception()  # retrieved: a failure nobody awaits is not logged as never retrieved
 
     async def _attempts(
         self,
@@ -397,6 +408,16 @@ class LLMJudgeClient:
                     logger.warning(
                         "judge %s rejected response_format %s; using %s", self.model, mode, self._mode
                     )
+
+
+@dataclass
+class _SharedRequest:
+    """One request in flight and the calls waiting for its verdict."""
+
+    task: asyncio.Task[Any]
+    """Sends the request (with its retries) and caches the verdict."""
+    waiters: int = 0
+    """Calls awaiting it now."""
 
 
 def _check_settings(**settings: Any) -> None:
