@@ -13,7 +13,10 @@
 The normal verdict comes from ``responder(request_body) -> str``; ``delay_s`` adds latency to every answer.
 ``fault_for(request_body) -> fault | None`` (optional) picks a fault from the request itself when the queue
 is empty: faults that follow the content, not the arrival order of concurrent requests.
-Every request body is kept in ``requests``. Run as a script (``python -m tests.support.judge_server
+Every request body is kept in ``requests``; ``max_in_flight`` is the most requests it was answering at once.
+An answer carries a ``usage`` block (``usage=False``: none) counting whitespace-separated words as tokens:
+``prompt_tokens`` over the request's message contents, ``completion_tokens`` over the reply
+(``token_count``). Run as a script (``python -m tests.support.judge_server
 --delay 0.05``) to serve from a separate process; it prints the port on its first line.
 """
 
@@ -59,8 +62,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}")
         owner = self.server.owner
         fault = owner.record(body, self.headers.get("Authorization"))
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
-            self._answer(owner, body, fault)
+        try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+                self._answer(owner, body, fault)
+        finally:
+            owner.finished()
 
     def _answer(self, owner: JudgeServer, body: dict[str, Any], fault: str | None) -> None:
         if fault in ("429", "500", "503"):
@@ -85,7 +91,12 @@ class _Handler(BaseHTTPRequestHandler):
             content = f"Here is my verdict:\n```json\n{content}\n```\nThanks."
         elif fault == "wrong_value":
             content = '{"reasoning": "out of the options", "answer": 7.5}'
-        self._send(200, _completion(body.get("model", "judge"), content, finish))
+        usage = (
+            {"prompt_tokens": prompt_tokens(body), "completion_tokens": token_count(content)}
+            if owner.usage
+            else None
+        )
+        self._send(200, _completion(body.get("model", "judge"), content, finish, usage))
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -96,8 +107,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _completion(model: str, content: str, finish: str) -> dict[str, Any]:
-    return {
+def token_count(text: str) -> int:
+    """The server's tokens: whitespace-separated words."""
+    return len(text.split())
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """``prompt_tokens`` of a request: the words of every message's content."""
+    return sum(token_count(str(m.get("content") or "")) for m in body.get("messages", []))
+
+
+def _completion(model: str, content: str, finish: str, usage: dict[str, int] | None) -> dict[str, Any]:
+    completion: dict[str, Any] = {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -105,8 +126,10 @@ def _completion(model: str, content: str, finish: str) -> dict[str, Any]:
         "choices": [
             {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
+    if usage is not None:
+        completion["usage"] = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+    return completion
 
 
 class _Server(ThreadingHTTPServer):
@@ -125,6 +148,7 @@ class JudgeServer:
         delay_s: float = 0.0,
         slow_s: float = 2.0,
         fault_for: FaultPicker | None = None,
+        usage: bool = True,
     ):
         self.responder = responder
         """Builds the normal verdict text from a request body."""
@@ -134,6 +158,8 @@ class JudgeServer:
         """Extra sleep of a ``slow`` fault."""
         self.fault_for = fault_for
         """Picks a fault from a request body when the queue is empty (None: no fault)."""
+        self.usage = usage
+        """Whether answers carry a ``usage`` block."""
         self.faults: collections.deque[str] = collections.deque()
         """Faults to inject, one per request, in order."""
         self.requests: list[dict[str, Any]] = []
@@ -142,6 +168,10 @@ class JudgeServer:
         """The ``Authorization`` header of each request."""
         self.fault_log: list[str | None] = []
         """The fault applied to each request (None: answered normally)."""
+        self.in_flight = 0
+        """Requests received and not yet answered."""
+        self.max_in_flight = 0
+        """The most requests in flight at once since the start."""
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
@@ -163,7 +193,7 @@ class JudgeServer:
             self.faults.extend(faults)
 
     def record(self, body: dict[str, Any], authorization: str | None = None) -> str | None:
-        """Keep a request and pop the fault it gets."""
+        """Keep a request, count it in flight and pop the fault it gets."""
         with self._lock:
             self.requests.append(body)
             self.authorizations.append(authorization)
@@ -172,7 +202,14 @@ class JudgeServer:
             else:
                 fault = self.fault_for(body) if self.fault_for is not None else None
             self.fault_log.append(fault)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return fault
+
+    def finished(self) -> None:
+        """One request answered (or given up by the client)."""
+        with self._lock:
+            self.in_flight -= 1
 
     def start(self) -> JudgeServer:
         """Serve in a background thread."""
