@@ -21,6 +21,7 @@ from rubrics.autograders import (
     RubricAsJudgeGrader,
     RubricAsJudgeOutput,
     per_criterion_score,
+    prompts,
 )
 from rubrics.criteria import CriteriaRubric
 from rubrics.judges import JudgeError, LLMJudgeClient
@@ -249,6 +250,48 @@ async def test_plain_text_response_and_no_query() -> None:
     assert 'weight="-15"' in users[0]
     with pytest.raises(ValueError, match="'output'"):
         await EXAMPLE_CRITERIA.grade({"thinking": "only thinking"}, RubricAsJudgeGrader(generate))
+
+
+@pytest.mark.parametrize("grader", [PerCriterionGrader, PerCriterionOneShotGrader, RubricAsJudgeGrader])
+async def test_reference_answer_block_only_when_given(grader: Any) -> None:
+    users: list[str] = []
+    replies: dict[Any, dict[str, Any]] = {
+        PerCriterionGrader: {"criterion_status": "MET"},
+        PerCriterionOneShotGrader: {
+            "criteria_evaluations": [{"criterion_idx": i, "criterion_status": "MET"} for i in range(3)]
+        },
+        RubricAsJudgeGrader: {"overall_score": 50},
+    }
+
+    def generate(system_prompt: str, user_prompt: str) -> dict[str, Any]:
+        users.append(user_prompt)
+        return replies[grader]
+
+    autograder = grader(generate)
+    criteria = EXAMPLE_CRITERIA.criteria
+    with_reference = await autograder.grade(criteria, "the answer", query="q", reference="17.2% by Shapley")
+    given = list(users)
+    without = await autograder.grade(criteria, "the answer", query="q")
+    plain = users[len(given) :]
+    assert with_reference.score == without.score  # the reference changes the prompt, not the scoring
+    block = f"{prompts.REFERENCE_NOTE}\n<reference_answer>\n17.2% by Shapley\n</reference_answer>\n\n"
+    for user in given:  # the query, then the note and the reference, then the response
+        assert f"<query>\nq\n</query>\n\n{block}<response>\nthe answer\n</response>" in user
+    assert not any("reference" in user for user in plain)
+    assert [user.replace(block, "") for user in given] == plain  # otherwise the same prompts
+
+
+def test_prompts_without_a_reference_are_unchanged() -> None:
+    criterion = EXAMPLE_CRITERIA.criteria[2]
+    # the library's layout, byte for byte
+    assert prompts.per_criterion_prompt(criterion, "r", "q") == (
+        "<criterion_type>negative</criterion_type>\n\n"
+        "<criterion>\nUses total deliveries instead of cash-only deliveries\n</criterion>\n\n"
+        "<query>\nq\n</query>\n\n<response>\nr\n</response>"
+    )
+    assert prompts.per_criterion_prompt(criterion, "r", "q", reference="") == prompts.per_criterion_prompt(
+        criterion, "r", "q"
+    )
 
 
 def test_default_system_prompts_explain_negative_criteria() -> None:
