@@ -191,7 +191,7 @@ class LLMJudgeClient:
         self.semaphore = semaphore or asyncio.Semaphore(max_concurrency)
         """Bounds the requests in flight; share it to bound a whole run."""
         self.stats = JudgeClientStats()
-        """Counters of calls, retries, faults and failures."""
+        """Counters of calls, retries, faults, failures, tokens and request seconds (``snapshot()``)."""
         self._mode: StructuredOutput = "json_schema" if structured_output == "auto" else structured_output
         self._cache: OrderedDict[str, Any] | None = OrderedDict() if cache else None
         self._in_flight: dict[str, _SharedRequest] = {}
