@@ -41,7 +41,7 @@ def make_env(
 
         train_set, held_set = criteria_inputs(cfg)
         grader, client = criteria_grader(cfg, [*train_set, *held_set])
-        env = CriteriaEnv(
+        env: Environment = CriteriaEnv(
             [*train_set, *held_set],
             grader,
             tokenizer,
@@ -57,7 +57,7 @@ def make_env(
 
         examples = single_turn_examples(cfg)
         train, held = _held_out(cfg, examples)
-        env: Environment = SingleTurnEnv(
+        env = SingleTurnEnv(
             examples,
             import_rubric(cfg.rubric),
             tokenizer,

@@ -175,9 +175,13 @@ class Grader(Protocol):
         ...
 
     async def grade(
-        self, criteria: Sequence[Criterion], to_grade: ToGrade, query: str | None = None
+        self,
+        criteria: Sequence[Criterion],
+        to_grade: ToGrade,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
-        """Grade one response against ``criteria``."""
+        """Grade one response against ``criteria`` (``reference``: a reference answer the judge may see)."""
         ...
 
 
@@ -250,15 +254,20 @@ class CriteriaRubric:
         return [c.model_dump(exclude_none=True, exclude_defaults=True) for c in self.criteria]
 
     async def grade(
-        self, to_grade: ToGrade, autograder: Grader | None = None, query: str | None = None
+        self,
+        to_grade: ToGrade,
+        autograder: Grader | None = None,
+        query: str | None = None,
+        reference: str | None = None,
     ) -> EvaluationReport:
-        """Grade one response (text, or a dict with ``thinking`` and ``output``)."""
+        """Grade one response (text, or a dict with ``thinking`` and ``output``); ``reference``, a reference
+        answer, is shown to an LLM judge."""
         grader = autograder or self.autograder
         if grader is None:
             raise ValueError(
                 "no autograder: pass grade(..., autograder=...) or CriteriaRubric(criteria, autograder=...)"
             )
-        return await grader.grade(self.criteria, to_grade, query=query)
+        return await grader.grade(self.criteria, to_grade, query=query, reference=reference)
 
     def metric_name(self, index: int) -> str:
         """The metric key of criterion ``index``: ``criterion/<index>`` or ``criterion/<index>_<name>``."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from rubrics.autograders.scoring import clamp, per_criterion_score
 from rubrics.criteria import Criterion, CriterionReport, EvaluationReport, Grader, ToGrade
@@ -63,10 +62,7 @@ class RuleFirstGrader:
         if llm_idx:
             assert self.inner is not None
             subset = [criteria[i] for i in llm_idx]
-            # passed only when given: the ``Grader`` protocol's ``grade`` has no ``reference`` (the three
-            # autograders' has), so a grader written to the protocol still works without one
-            kwargs: dict[str, Any] = {"reference": reference} if reference else {}
-            inner_report = await self.inner.grade(subset, to_grade, query=query, **kwargs)
+            inner_report = await self.inner.grade(subset, to_grade, query=query, reference=reference)
         weights = [c.weight for c in criteria]
         if inner_report is not None and inner_report.report is None:  # holistic over the LLM criteria
             llm_positive = math.fsum(max(0.0, criteria[i].weight) for i in llm_idx)
