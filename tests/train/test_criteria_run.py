@@ -1,0 +1,78 @@
+"""The trainer end to end on a criteria dataset and the tiny model: per-prompt criteria, their step
+metrics, HealthBench's numbers in every evaluation, the probe and the per-tag sections of report.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from rubrics.criteria_examples import CriteriaExample
+from tests.train.runs import metrics, run_config
+from train.trainer import train
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests/data/criteria/native.jsonl"
+
+
+def rule_only_split(tmp_path: Path) -> tuple[Path, Path]:
+    """The native fixture's examples whose criteria all carry rules, as a training file, and the same
+    criteria under new ids and prompts as a held-out file."""
+    ruled = [
+        CriteriaExample.model_validate_json(line) for line in FIXTURE.read_text().splitlines() if line.strip()
+    ]
+    ruled = [e for e in ruled if not e.needs_llm()]
+    assert ruled  # the fixture has a rule-only example
+    train_file, held_file = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    train_file.write_text("".join(e.model_dump_json() + "\n" for e in ruled))
+    held = [
+        e.model_copy(update={"id": f"{e.id}-held{k}", "prompt": f"{e.query} (case {k})"})
+        for e in ruled
+        for k in range(2)
+    ]
+    held_file.write_text("".join(e.model_dump_json() + "\n" for e in held))
+    return train_file, held_file
+
+
+@pytest.mark.slow
+def test_criteria_run_logs_tags_and_reports_beside_the_probe(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    train_file, held_file = rule_only_split(tmp_path)
+    run = tmp_path / "run"
+    cfg = run_config(
+        "criteria_cpu.yaml",
+        tiny_model_dir,
+        run,
+        "max_steps=2",
+        f"env.data={train_file}",
+        f"env.eval_data={held_file}",
+        "rollout.prompts_per_step=1",
+        "rollout.group_size=2",
+        "rollout.max_tokens=8",
+        "optim.micro_batch_size=2",
+        "logging.eval_every=0",
+        "logging.eval_group_size=1",
+        "logging.progress=false",
+    )
+    result = train(cfg)
+    steps = [r for r in metrics(run) if "reward/mean" in r]
+    assert len(steps) == 2
+    for r in steps:
+        assert r["criteria/rule_judged_fraction"] == 1.0 and "criteria/met_fraction" in r
+        assert any(k.startswith("tag/axis:") and k.endswith("/pass_rate") for k in r)
+    assert result["before"]["rollouts"] == result["after"]["rollouts"] == 2
+    assert "healthbench/overall" in result["before"] and "healthbench/overall" in result["after"]
+    rollout = json.loads((run / "eval_after" / "rollouts.jsonl").read_text().splitlines()[0])
+    assert rollout["criteria"]["example"].endswith(("-held0", "-held1"))
+    assert all(v["judged_by"] == "rule" for v in rollout["criteria"]["verdicts"])
+    probe = [row["policy"] for row in json.loads((run / "probe.json").read_text())]
+    assert probe == ["empty reply", "prompt echoed", "every rule phrase", "one sentence looped"]
+    report = (run / "report.md").read_text()
+    assert "## Held-out by tag: untrained" in report and "## Held-out by tag: trained" in report
+    assert "| overall |" in report and "- every rule phrase: " in report
+    assert "first decision" not in report  # no requirement DAG here
