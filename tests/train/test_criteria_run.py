@@ -19,22 +19,23 @@ FIXTURE = ROOT / "tests/data/criteria/native.jsonl"
 
 
 def rule_only_split(tmp_path: Path) -> tuple[Path, Path]:
-    """The native fixture's examples whose criteria all carry rules, as a training file, and the same
-    criteria under new ids and prompts as a held-out file."""
+    """The native fixture's examples whose criteria all carry rules, twice each under new ids and prompts,
+    as a training file, and twice more as a held-out file."""
     ruled = [
         CriteriaExample.model_validate_json(line) for line in FIXTURE.read_text().splitlines() if line.strip()
     ]
     ruled = [e for e in ruled if not e.needs_llm()]
     assert ruled  # the fixture has a rule-only example
-    train_file, held_file = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
-    train_file.write_text("".join(e.model_dump_json() + "\n" for e in ruled))
-    held = [
-        e.model_copy(update={"id": f"{e.id}-held{k}", "prompt": f"{e.query} (case {k})"})
-        for e in ruled
-        for k in range(2)
-    ]
-    held_file.write_text("".join(e.model_dump_json() + "\n" for e in held))
-    return train_file, held_file
+    files = {}
+    for part in ("train", "held"):
+        copies = [
+            e.model_copy(update={"id": f"{e.id}-{part}{k}", "prompt": f"{e.query} ({part} case {k})"})
+            for e in ruled
+            for k in range(2)
+        ]
+        files[part] = tmp_path / f"{part}.jsonl"
+        files[part].write_text("".join(e.model_dump_json() + "\n" for e in copies))
+    return files["train"], files["held"]
 
 
 @pytest.mark.slow

@@ -33,7 +33,11 @@ def _free_port() -> int:
 
 
 def _launch(
-    accelerate_config: str, model_dir: Path, out: Path, *overrides: str
+    accelerate_config: str,
+    model_dir: Path,
+    out: Path,
+    *overrides: str,
+    config: str = "configs/train/tiny_test.yaml",
 ) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
@@ -45,7 +49,7 @@ def _launch(
         str(_free_port()),  # the config's fixed port may be taken by a parallel run
         "-m",
         "train",
-        "configs/train/tiny_test.yaml",
+        config,
         f"model.name_or_path={model_dir}",
         f"logging.output_dir={out}",
         *overrides,
@@ -133,3 +137,27 @@ def test_local_backend_is_refused_under_zero3(tiny_model_dir: Path, tmp_path: Pa
     proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, tmp_path / "refused")
     assert proc.returncode != 0
     assert "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_criteria_run_under_ddp_with_two_cpu_processes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Per-prompt criteria under a real ``accelerate launch``: each process plays its share of the prompts,
+    the main one evaluates and reports with the criteria's own sections."""
+    from tests.train.test_criteria_run import rule_only_split
+
+    train_file, held_file = rule_only_split(tmp_path)
+    out = tmp_path / "criteria"
+    overrides = (
+        f"env.data={train_file}", f"env.eval_data={held_file}", "max_steps=2", "rollout.prompts_per_step=1",
+        "rollout.group_size=2", "rollout.max_tokens=8", "optim.micro_batch_size=2", "logging.eval_every=0",
+        "logging.eval_group_size=1", "logging.progress=false",
+    )  # fmt: skip
+    proc = _launch(
+        "multi_process.yaml", tiny_model_dir, out, *overrides, config="configs/train/criteria_cpu.yaml"
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["criteria/rule_judged_fraction"] == 1.0 for r in steps)
+    assert "## Held-out by tag: trained" in (out / "report.md").read_text()

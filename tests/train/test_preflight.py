@@ -105,3 +105,35 @@ def test_the_command_exits_2_with_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == f"train: {config}:5: env.rubric: file not found: configs/rubrics/nope.yaml\n"
+
+
+CRITERIA_CONFIG = """\
+seed: 0
+model:
+  name_or_path: smollm2
+env:
+  type: criteria
+  data: DATA
+  eval_fraction: 0.25
+"""
+"""A criteria run config; ``env.data`` is on line 6."""
+
+
+def test_a_criteria_file_with_bad_lines_is_refused_whole_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trainer: list[object]
+) -> None:
+    good = ROOT / "configs/data/first_aid_criteria_train.jsonl"
+    lines = good.read_text().splitlines()
+    data = tmp_path / "data.jsonl"
+    bad = lines[2].replace('"weight": 4', '"weight": "four"', 1)
+    data.write_text("\n".join([*lines[:2], bad, *lines[3:5], '{"id": "x", "prompt": "?"}']) + "\n")
+    code, err, _ = _run(tmp_path, capsys, text=CRITERIA_CONFIG.replace("DATA", str(data)))
+    assert code == 2 and trainer == []
+    assert f"{data}:3: criteria[0].weight" in err and "2 of 6 native records are bad" in err
+    # LLM-judged criteria without a judge: the config field that must change, before any model loads
+    data.write_text(
+        '{"id": "a", "prompt": "Hi?", "criteria": [{"weight": 1, "requirement": "Says hello"}]}\n'
+        '{"id": "b", "prompt": "Yo?", "criteria": [{"weight": 1, "requirement": "Says hello"}]}\n'
+    )
+    code, err, config = _run(tmp_path, capsys, text=CRITERIA_CONFIG.replace("DATA", str(data)))
+    assert code == 2 and trainer == [] and f"{config}: env.judge_base_url: 2 example(s)" in err

@@ -126,3 +126,67 @@ def test_eval_command_evaluates_the_whole_file_by_default(tiny_model_dir: Path, 
 def test_eval_command_reports_bad_input(tmp_path: Path, capsys) -> None:
     rc = main(["eval", "--rubric", str(tmp_path / "missing.yaml"), "--scenarios", "x.yaml", "--no-progress"])
     assert rc == 2 and "missing.yaml: file not found" in capsys.readouterr().err
+
+
+def test_eval_command_on_a_criteria_dataset(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
+    """``--criteria``: per-prompt criteria, graded by their rules, with HealthBench's overall and per-tag
+    scores printed, in summary.json and in report.md."""
+    from tests.train.test_criteria_run import rule_only_split
+
+    _, held = rule_only_split(tmp_path)
+    out = tmp_path / "eval"
+    common = ["eval", "--criteria", str(held), "--model", str(tiny_model_dir), "--n", "2"]
+    rc = main([*common, "--max-tokens", "8", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rollouts"] == 2 * 2 and "healthbench/overall" in summary
+    printed = capsys.readouterr().out
+    assert "## Held-out by tag: model" in printed and "| overall |" in printed
+    assert "| overall |" in (out / "report.md").read_text()
+    rows = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert all(v["judged_by"] == "rule" for r in rows for v in r["criteria"]["verdicts"])
+
+
+def test_eval_command_refuses_a_bad_criteria_line_before_any_model_loads(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"id": "a", "prompt": "Hi?", "criteria": [{"weight": "heavy", "requirement": "x"}]}\n')
+    rc = main(["eval", "--criteria", str(data), "--model", str(tmp_path / "no-model"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{data}:1: criteria[0].weight" in err
+    rc = main(["eval", "--criteria", str(data), "--rubric", "r.yaml", "--no-progress"])
+    assert rc == 2 and "give either --criteria or --rubric" in capsys.readouterr().err
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_eval_command_on_a_criteria_dataset_through_the_vllm_server(
+    vllm_server, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The criteria environment on the other backend: greedy replies from the real ``vllm serve`` equal the
+    local backend's, and so do their verdicts."""
+    from tests.train.test_criteria_run import rule_only_split
+
+    _, held = rule_only_split(tmp_path)
+    common = [
+        "eval",
+        "--criteria",
+        str(held),
+        "--model",
+        str(tiny_model_dir),
+        "--n",
+        "1",
+        "--temperature",
+        "0",
+    ]
+    common += ["--max-tokens", "12", "--no-progress"]
+    remote = ["--backend", "vllm", "--vllm-url", vllm_server.base_url]
+    for name, extra in (("local", []), ("vllm", remote)):
+        assert main([*common, *extra, "--out", str(tmp_path / name)]) == 0
+    rows = {
+        name: sorted(
+            (r["info"]["scenario"], r["completion"][0]["content"], r["criteria"]["score"])
+            for r in map(json.loads, (tmp_path / name / "rollouts.jsonl").read_text().splitlines())
+        )
+        for name in ("local", "vllm")
+    }
+    assert rows["local"] == rows["vllm"] and len(rows["vllm"]) == 2
