@@ -12,7 +12,6 @@ Step metrics add the share of criteria met, of pitfalls made, and per-tag scores
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -162,9 +161,8 @@ class CriteriaEnv(SingleTurnEnv):
         requests, retries, cache hits, failures, tokens and seconds since the last step."""
         out = step_tag_metrics(states)
         if self.judge_client is not None:
-            now = self.judge_client.stats.snapshot()
-            out.update({k: v - self._judge_seen.get(k, 0.0) for k, v in now.items()})
-            self._judge_seen = now
+            out.update(self.judge_client.stats.since(self._judge_seen))
+            self._judge_seen = self.judge_client.stats.snapshot()
         return out
 
 
@@ -203,8 +201,3 @@ def _first_rule_phrase(example: CriteriaExample) -> str | None:
         key=lambda c: -c.weight,
     )
     return str(ruled[0].rule["any"][0]) if ruled and ruled[0].rule else None
-
-
-def run_probe(env: CriteriaEnv, held: Sequence[Mapping[str, Any]]) -> list[PolicyScore]:
-    """``env.probe`` from synchronous code."""
-    return asyncio.run(env.probe([], held))

@@ -202,20 +202,6 @@ def format_tag_table(scores: Mapping[str, TagScore]) -> list[str]:
     return lines
 
 
-def format_tag_summary(scores: Mapping[str, TagScore]) -> str:
-    """The same numbers for the console, in aligned plain text under "HealthBench-style summary"."""
-    rows = [_HEADER, *(_cells(s) for s in scores.values())]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
-    lines = ["HealthBench-style summary"]
-    for row in rows:
-        first = row[0].ljust(widths[0])
-        lines.append("  ".join([first, *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]))
-    return "\n".join(lines)
-
-
-# -- per-step metrics ---------------------------------------------------------------------------------------
-
-
 def metric_name(tag: str) -> str:
     """``tag`` with every character other than ``[A-Za-z0-9_:.-]`` replaced by ``_``."""
     return re.sub(r"[^A-Za-z0-9_:.\-]", "_", tag)

@@ -109,9 +109,14 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
         assert state["reward"] == 1.0 and len(server.requests) == 1
         assert [v["judged_by"] for v in state["criteria"]["verdicts"]] == ["llm", "rule", "rule"]
+        spent = env.step_metrics([state])  # the judge's counters since the last step
+        assert spent["judge/calls"] == 1 and spent["judge/requests"] == 1 and spent["judge/seconds"] > 0
+        assert spent["criteria/rule_judged_fraction"] == 2 / 3
         server.faults.extend(["500", "500"])  # both attempts fail
         (failed,) = await env.run_group(
             criteria_example(llm_only), CyclingBackend(tokenizer, ["Another."]), 1
         )
         assert failed.get("error") and math.isnan(failed["reward"])
+        spent = env.step_metrics([failed])  # only what this step spent: 2 attempts of 1 call, failed
+        assert spent["judge/calls"] == 1 and spent["judge/requests"] == 2 and spent["judge/failures"] == 1
         await client.close()

@@ -12,7 +12,6 @@ from rubrics.criteria_scores import (
     bootstrap_std,
     clipped_mean,
     example_metrics,
-    format_tag_summary,
     format_tag_table,
     metric_name,
     step_tag_metrics,
@@ -179,7 +178,3 @@ def test_tables() -> None:
     # overall: (-0.25 + 1.0) / 2 = 0.375; criteria passed 2 of 4, then 1 of 1
     assert table[2].startswith("| overall | 2 | 0.375 | ±")
     assert table[2].endswith("| 3/5 (60%) |")
-    summary = format_tag_summary(scores).splitlines()
-    assert summary[0] == "HealthBench-style summary"
-    assert len({len(line) for line in summary[1:]}) == 1  # aligned columns
-    assert summary[2].split()[:3] == ["overall", "2", "0.375"]
