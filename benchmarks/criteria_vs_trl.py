@@ -13,6 +13,11 @@ it), evaluating every ``--eval-every`` steps. Matching settings: ``dapo`` loss, 
 batch, clipping 0.2 / 0.28, group-std scaled advantages, the config's learning rate, prompts per step, group
 size, reply length and temperature, constant learning rate, AdamW betas (0.9, 0.99), gradient clipping 1.0,
 bf16 autocast where the CPU computes bf16 natively (as ``mixed_precision: auto`` does for ours).
+Where they still differ: ours samples from a bf16 copy of the policy refreshed after every step (TRL from
+the float32 policy under autocast), corrects for it by truncated importance sampling
+(``loss.importance_sampling``; TRL has none with transformers generation) and drops groups whose rewards
+are all equal (``advantage.drop_zero_variance_groups``: no gradient either way, but TRL counts their tokens
+in the ``dapo`` normaliser); each draws the training prompts in its own order.
 
 Each held-out evaluation samples 4 replies per held-out prompt at the config's evaluation temperature, the
 same seed every time: ours through its own evaluation (``eval/reward_mean`` in ``metrics.jsonl``), TRL's
@@ -81,6 +86,8 @@ def _summary(per_prompt: dict[str, list[float]]) -> dict[str, float]:
 def _paired(after: dict[str, list[float]], before: dict[str, list[float]]) -> dict[str, float]:
     """After minus before, paired by prompt: the mean of the per-prompt differences and its t-interval."""
     diffs = [sum(after[k]) / len(after[k]) - sum(before[k]) / len(before[k]) for k in after if k in before]
+    if len(diffs) < 2:  # no interval (as rubrics.multistep.probe.paired_difference)
+        return {"change": diffs[0] if diffs else math.nan, "ci95": math.nan, "prompts": len(diffs)}
     mean = math.fsum(diffs) / len(diffs)
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
     return {"change": mean, "ci95": t95(len(diffs) - 1) * sd / math.sqrt(len(diffs)), "prompts": len(diffs)}
@@ -98,7 +105,9 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         f"logging.eval_group_size={EVAL_N}", "logging.progress=false", *spec.get("overrides", []),
     ]  # fmt: skip
     started = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env={**os.environ, **OFFLINE_ENV}, check=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **OFFLINE_ENV}, capture_output=True, text=True)
+    if proc.returncode != 0:  # the trainer's own error, not just its exit status
+        raise RuntimeError(f"python -m train failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     total = time.perf_counter() - started
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     train_s, curve = 0.0, []
@@ -249,7 +258,6 @@ def _arm(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _machine() -> dict[str, Any]:
-    flags = ""
     with open("/proc/cpuinfo", encoding="utf-8") as f:
         info = f.read()
     model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
