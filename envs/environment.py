@@ -21,6 +21,7 @@ from typing import Any
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
 from envs.sequence import build_sequence
+from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
 from rubrics.rubric import Rubric
 from rubrics.types import Messages, State, StopReason, TrajectoryStep
@@ -102,6 +103,18 @@ class Environment:
         last call (an LLM judge's calls, tokens, seconds), logged with every step. Default: nothing."""
         return {}
 
+    @property
+    def credits_replies(self) -> bool:
+        """Whether ``reply_credit`` can credit each model reply of a rollout on its own (what
+        ``advantage.credit: turn`` needs). Default: no."""
+        return False
+
+    def reply_credit(self, state: State) -> list[ReplyCredit]:
+        """Each model reply of the scored rollout ``state``, in order: the node it answered and its
+        reward-to-go (``rubrics.advantages.assign_reply_advantages`` normalises them). Only where
+        ``credits_replies``."""
+        raise NotImplementedError(f"{type(self).__name__} does not credit replies one by one")
+
     # -- building blocks -----------------------------------------------------------------------------
 
     def initial_messages(self, example: dict[str, Any]) -> list[dict[str, Any]]:
@@ -149,7 +162,12 @@ class Environment:
         rollout that ran has stopped (its ``stop_reason`` set); subclasses extend it to tear down."""
         if state.get("trajectory"):
             seq = build_sequence(state["trajectory"])
-            state["sequence"] = {"ids": seq.ids, "loss_mask": seq.loss_mask, "logprobs": seq.logprobs}
+            state["sequence"] = {
+                "ids": seq.ids,
+                "loss_mask": seq.loss_mask,
+                "logprobs": seq.logprobs,
+                "replies": seq.replies,
+            }
         return state
 
     async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:

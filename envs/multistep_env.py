@@ -26,12 +26,13 @@ from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.environment import MultiTurnEnv
+from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import Walk
 from rubrics.rubric import Rubric
-from rubrics.types import State, StopReason
+from rubrics.types import EvaluationResult, State, StopReason
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are working through a real situation that unfolds over several turns. In each reply, say what you "
@@ -109,14 +110,35 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         state["timing"]["judge_ms"] = 0.0
         return state
 
+    @property
+    def credits_replies(self) -> bool:
+        """Yes, when the reward is the multi-step rubric's own (its verdicts are what is credited)."""
+        return self.rubric is self.multistep_rubric
+
+    def reply_credit(self, state: State) -> list[ReplyCredit]:
+        """Per reply: the node it answered (the requirements the walk was waiting on, ``reply_nodes``) and its
+        reward-to-go, the rubric's reward strategy over the verdicts made on this reply and every later one,
+        against the scenario's ideal walk. The first reply's is the rollout's reward."""
+        result = state["multistep"]
+        assert isinstance(result, EvaluationResult)
+        ideal = self.multistep_rubric.ideal_walk(state["answer"]).results
+        strategy = self.multistep_rubric.reward_strategy
+        return [
+            ReplyCredit(node, strategy([r for r in result.results if r.turn > k], ideal))
+            for k, node in enumerate(state["reply_nodes"])  # verdicts of reply k carry turn k + 1
+        ]
+
     async def setup_state(self, state: State) -> None:
-        """A fresh walk over the scenario's ground truth (``answer``) and reveals (``info``)."""
+        """A fresh walk over the scenario's ground truth (``answer``) and reveals (``info``); the node each
+        reply answers is kept in ``state["reply_nodes"]``."""
         reveals = state["info"].get("revealed_info", {})
         state["progress"] = _Progress(self.multistep_rubric.walk(state["answer"], reveals))
+        state["reply_nodes"] = []
 
     async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
         """Judge the latest reply as far as it goes; done when the walk has nothing left to judge."""
         progress = _progress(state)
+        state["reply_nodes"].append("+".join(sorted(progress.walk.frontier)))
         start = time.perf_counter()
         advance = await progress.walk.advance(messages[:-1], messages[-1:], state["turn"])
         state["timing"]["judge_ms"] += (time.perf_counter() - start) * 1000.0

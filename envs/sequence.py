@@ -1,6 +1,7 @@
 """The training sequence of a rollout, built from its token ids (``docs/architecture.md``: the trajectory).
 
-Initial prompt ids, then per turn the model's ids (loss mask 1) and the environment's ids (loss mask 0).
+Initial prompt ids, then per turn the model's ids (loss mask 1) and the environment's ids (loss mask 0); where
+each reply's ids are is kept (``replies``), for credit per reply.
 Attention covers every real token; only the loss is masked. Built from the trajectory, whose turns must
 extend each other exactly (each turn's prompt starts with the previous prompt and completion): anything
 else means the ids were re-tokenised somewhere, and is refused.
@@ -30,6 +31,8 @@ class TrainingSequence:
     """[T] inference logprob of each sampled token; 0.0 where the mask is 0."""
     prompt_length: int
     """Tokens before the first model token."""
+    replies: list[tuple[int, int]]
+    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
 
     @property
     def completion_tokens(self) -> int:
@@ -45,6 +48,7 @@ def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:
     ids = list(first["prompt_ids"])
     mask = [0] * len(ids)
     logprobs = [0.0] * len(ids)
+    replies = []
     for turn, step in enumerate(trajectory):
         prompt = step["prompt_ids"]
         if prompt[: len(ids)] != ids:
@@ -60,9 +64,10 @@ def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:
         completion, lps = step["completion_ids"], step["completion_logprobs"]
         if len(completion) != len(lps):
             raise TrajectoryError(f"turn {turn}: {len(completion)} completion ids but {len(lps)} logprobs")
+        replies.append((len(ids), len(ids) + len(completion)))
         ids += completion
         mask += [1] * len(completion)
         logprobs += list(lps)
     return TrainingSequence(
-        ids=ids, loss_mask=mask, logprobs=logprobs, prompt_length=len(first["prompt_ids"])
+        ids=ids, loss_mask=mask, logprobs=logprobs, prompt_length=len(first["prompt_ids"]), replies=replies
     )

@@ -22,12 +22,17 @@ Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_c
   first healthy reward (``centred_mean``), so equal rewards give exactly 0.0 with no tolerance, and nothing
   is zeroed. The scaled advantages keep the plain ``fsum`` mean (``plain_mean``): the two differ in the last
   bit of some means, and each path keeps the numbers it always had (the trainer's losses are bit-identical).
+
+Credit per reply (``assign_reply_advantages``, ``advantage.credit: turn``; ``docs/training.md`` has the
+formula): each model reply of a multi-turn rollout gets its own advantage, its reward-to-go normalised among
+the group's replies that answered the same requirement node, under the same conventions: the node's replies
+play the part of the group's rollouts.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -185,4 +190,68 @@ def assign_advantages(
             state["advantage"] = advantage
         dropped = result.healthy == 0 or (result.zero_variance and drop_zero_variance)
         out.append(ScoredGroup(states=list(states), zero_variance=result.zero_variance, kept=not dropped))
+    return out
+
+
+@dataclass(frozen=True)
+class ReplyCredit:
+    """What one model reply of a multi-turn rollout earned (``Environment.reply_credit``)."""
+
+    node: str
+    """The anchor state: the requirement node(s) the reply answered (the walk's frontier when it was made).
+    Replies of one group with the same node are each other's baseline."""
+    reward_to_go: float
+    """The reward strategy applied to the verdicts of this reply and of every later one (the first reply's is
+    the rollout's reward)."""
+
+
+def assign_reply_advantages(
+    groups: Sequence[Sequence[State]],
+    credit: Callable[[State], Sequence[ReplyCredit]],
+    scale: Scale = "group",
+    drop_zero_variance: bool = False,
+    eps: float = EPS,
+) -> list[ScoredGroup]:
+    """Credit per reply: write each scored rollout's ``state["reply_advantages"]`` (one per model reply),
+    its ``state["reply_credit"]`` (node and reward-to-go of each reply, plain data) and ``state["advantage"]``
+    (its first reply's), and return the groups as ``ScoredGroup``s.
+
+    Within a group, the replies with the same ``node`` form a pool; each pool is normalised exactly as
+    ``step_advantages`` normalises a group under ``scale`` (``batch``: the std of every healthy reply's
+    reward-to-go in the step). A reply alone at its node, or in a pool with zero variance, gets 0.0: it has no
+    baseline. Errored rollouts get 0.0 for every reply and join no pool. The first replies of a group all
+    answer the root and their reward-to-go is the reward, so under ``group`` and ``none``
+    ``state["advantage"]`` equals the episode advantage. A group is ``zero_variance`` when no pool of it has signal; it is not kept when no rollout is
+    healthy, or when it has zero variance and ``drop_zero_variance``."""
+    pools: list[tuple[int, list[tuple[int, int]], list[float]]] = []  # (group, [(rollout, reply)], values)
+    healthy_N = []
+    for g, states in enumerate(groups):
+        by_node: dict[str, tuple[list[tuple[int, int]], list[float]]] = {}
+        healthy = 0
+        for i, state in enumerate(states):
+            (reward,), (errored,) = rewards_and_errors([state])
+            bad = is_errored(reward, errored)
+            credits = [] if bad else list(credit(state))
+            healthy += not bad
+            state["reply_credit"] = [{"node": c.node, "reward_to_go": c.reward_to_go} for c in credits]
+            state["reply_advantages"] = [0.0] * len(credits)
+            for k, c in enumerate(credits):
+                members, values = by_node.setdefault(c.node, ([], []))
+                members.append((i, k))
+                values.append(c.reward_to_go)
+        pools += [(g, members, values) for members, values in by_node.values()]
+        healthy_N.append(healthy)
+    results = step_advantages([v for _, _, v in pools], [[False] * len(v) for _, _, v in pools], scale, eps)
+    signal_N = [False] * len(groups)
+    for (g, members, _), result in zip(pools, results, strict=True):
+        signal_N[g] = signal_N[g] or not result.zero_variance
+        for (i, k), advantage in zip(members, result.advantages_G, strict=True):
+            groups[g][i]["reply_advantages"][k] = advantage
+    out = []
+    for g, states in enumerate(groups):
+        for state in states:
+            state["advantage"] = state["reply_advantages"][0] if state["reply_advantages"] else 0.0
+        zero_variance = not signal_N[g]
+        dropped = healthy_N[g] == 0 or (zero_variance and drop_zero_variance)
+        out.append(ScoredGroup(states=list(states), zero_variance=zero_variance, kept=not dropped))
     return out

@@ -82,7 +82,17 @@ class State(TypedDict, total=False):
     stop_reason: str
     """Why the rollout ended: a ``StopReason`` value (``completed``, ``terminal``, ``max_turns``, ...)."""
     sequence: dict[str, list[Any]]
-    """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``."""
+    """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``,
+    ``replies`` (each model reply's ``[start, end)`` in ``ids``)."""
+    reply_nodes: list[str]
+    """Multi-step environments: the requirement node each model reply answered (the walk's frontier then,
+    names joined by ``+``), in order."""
+    reply_credit: list[dict[str, Any]]
+    """Credit per reply (``rubrics.advantages.assign_reply_advantages``): ``node`` and ``reward_to_go`` of
+    each model reply, in order."""
+    reply_advantages: list[float]
+    """Credit per reply: each model reply's own advantage; the training batch puts it on that reply's
+    tokens."""
     multistep: EvaluationResult
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
     criteria: dict[str, Any]

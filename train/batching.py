@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rubrics.types import ScoredGroup
+from rubrics.types import ScoredGroup, State
 from train.types import TrainBatch
 
 
 def collate(
     sequences: Sequence[dict[str, list[Any]]],
-    advantages_B: Sequence[float],
+    advantages_B: Sequence[float | Sequence[float]],
     truncated_B: Sequence[bool],
     pad_token_id: int,
     mask_truncated: bool = False,
 ) -> TrainBatch:
-    """Right-pad flattened sequences (``ids``, ``loss_mask``, ``logprobs``) into one batch. With
-    ``mask_truncated`` the loss mask of a truncated sequence is all 0 (TRL's ``mask_truncated_completions``)."""
+    """Right-pad flattened sequences (``ids``, ``loss_mask``, ``logprobs``) into one batch. Each sequence's
+    advantage is one number for all its tokens, or one per token (credit per reply). With ``mask_truncated``
+    the loss mask of a truncated sequence is all 0 (TRL's ``mask_truncated_completions``)."""
     import torch
 
     if not sequences:
@@ -28,19 +29,24 @@ def collate(
     attention_mask_BT = torch.zeros((b, width), dtype=torch.long)
     loss_mask_BT = torch.zeros((b, width), dtype=torch.float32)
     inference_logprobs_BT = torch.zeros((b, width), dtype=torch.float32)
-    for i, seq in enumerate(sequences):
+    advantages_BT = torch.zeros((b, width), dtype=torch.float32)
+    for i, (seq, advantage) in enumerate(zip(sequences, advantages_B, strict=True)):
         n = len(seq["ids"])
         input_ids_BT[i, :n] = torch.tensor(seq["ids"], dtype=torch.long)
         attention_mask_BT[i, :n] = 1
         if not (mask_truncated and truncated_B[i]):
             loss_mask_BT[i, :n] = torch.tensor(seq["loss_mask"], dtype=torch.float32)
         inference_logprobs_BT[i, :n] = torch.tensor(seq["logprobs"], dtype=torch.float32)
+        if isinstance(advantage, int | float):
+            advantages_BT[i] = advantage  # the whole row, padding too, as broadcasting one number would
+        else:
+            advantages_BT[i, :n] = torch.tensor(list(advantage), dtype=torch.float32)
     return TrainBatch(
         input_ids_BT=input_ids_BT,
         attention_mask_BT=attention_mask_BT,
         loss_mask_BT=loss_mask_BT,
         inference_logprobs_BT=inference_logprobs_BT,
-        advantages_B=torch.tensor(list(advantages_B), dtype=torch.float32),
+        advantages_BT=advantages_BT,
     )
 
 
@@ -48,7 +54,8 @@ def states_to_batch(
     groups: Sequence[ScoredGroup], pad_token_id: int, mask_truncated: bool = False
 ) -> TrainBatch | None:
     """The trainable rollouts of the kept groups (errored ones and ones without a sequence are left out) as
-    one batch, each with the advantage scoring wrote (``state["advantage"]``); None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
+    one batch, each with the advantage scoring wrote (``state["advantage"]``, or per reply
+    ``state["reply_advantages"]``); None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
     sequences, advantages_B, truncated_B = [], [], []
     for group in groups:
         if not group.kept:
@@ -57,8 +64,23 @@ def states_to_batch(
             if state.get("error") or "sequence" not in state:
                 continue
             sequences.append(state["sequence"])
-            advantages_B.append(state["advantage"])
+            advantages_B.append(
+                token_advantages(state) if "reply_advantages" in state else state["advantage"]
+            )
             truncated_B.append(bool(state.get("is_truncated", False)))
     if not sequences:
         return None
     return collate(sequences, advantages_B, truncated_B, pad_token_id, mask_truncated)
+
+
+def token_advantages(state: State) -> list[float]:
+    """[T] the advantage of each token of ``state["sequence"]``: each reply's tokens carry that reply's
+    ``state["reply_advantages"]`` entry, every other token 0.0 (it is off the loss mask)."""
+    sequence, advantages = state["sequence"], state["reply_advantages"]
+    spans = sequence["replies"]
+    if len(spans) != len(advantages):
+        raise ValueError(f"{len(advantages)} reply advantages for a sequence of {len(spans)} replies")
+    out = [0.0] * len(sequence["ids"])
+    for (start, end), advantage in zip(spans, advantages, strict=True):
+        out[start:end] = [advantage] * (end - start)
+    return out

@@ -113,7 +113,24 @@ class AdvantageConfig(Section):
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Divide (reward - group mean) by the group's std, the batch's std, or nothing."""
     drop_zero_variance_groups: bool = True
-    """Leave out groups whose rewards are all equal (they carry no signal); always counted."""
+    """Leave out groups whose rewards are all equal (they carry no signal); always counted. Under ``turn``
+    credit: groups in which no requirement node has signal."""
+    credit: Literal["episode", "turn"] = "episode"
+    """``episode``: every reply of a rollout shares its advantage. ``turn``: each reply gets its own, its
+    reward-to-go normalised among the group's replies that answered the same requirement node
+    (``rubrics.advantages.assign_reply_advantages``; ``docs/training.md``). ``turn`` needs an environment
+    that credits replies one by one (``env.type: multistep``)."""
+
+    def describe(self) -> str:
+        """The estimator in words, for ``report.md``'s header."""
+        credit = (
+            "credit per reply (each reply's reward-to-go against the group's replies at the same requirement node)"
+            if self.credit == "turn"
+            else "credit per episode (one advantage for every reply of a rollout)"
+        )
+        scale = {"group": "the group's std", "batch": "the step's std", "none": "nothing"}[self.scale_rewards]
+        dropped = ", groups without signal dropped" if self.drop_zero_variance_groups else ""
+        return f"{credit}, divided by {scale}{dropped}"
 
 
 class LossConfig(Section):
@@ -264,6 +281,11 @@ class TrainConfig(Section):
             raise ValueError("loss.max_completion_length must be at least rollout.max_tokens")
         if self.rollout.max_tokens >= self.env.max_total_tokens:
             raise ValueError("rollout.max_tokens must be smaller than env.max_total_tokens")
+        if self.advantage.credit == "turn" and self.env.type != "multistep":
+            raise ValueError(
+                f"advantage.credit: 'turn' credits each reply by the requirement it answered, which only "
+                f"env.type 'multistep' has (env.type is {self.env.type!r}): use 'episode'"
+            )
         return self
 
 

@@ -182,10 +182,10 @@ def k3_kl(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: tor
     return torch.exp(diff_BT) - diff_BT - 1
 
 
-def clipped_surrogate(ratio_BT: torch.Tensor, advantages_B1: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+def clipped_surrogate(ratio_BT: torch.Tensor, advantages_BT: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
     """``[B, T]``: ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)``."""
     clipped_BT = ratio_BT.clamp(1 - cfg.epsilon, 1 + cfg.epsilon_high)
-    return -torch.min(ratio_BT * advantages_B1, clipped_BT * advantages_B1)
+    return -torch.min(ratio_BT * advantages_BT, clipped_BT * advantages_BT)
 
 
 def policy_loss(
@@ -201,6 +201,7 @@ def policy_loss(
 ) -> tuple[torch.Tensor, Stats]:
     """The micro-batch's share of the step's clipped policy loss (scalar) and its stats.
 
+    ``advantages_B``: [B] one advantage per sequence, or [B, T] one per token (credit per reply).
     ``num_items_in_batch``: loss tokens of the whole optimiser step (dapo); default this micro-batch's.
     ``num_sequences_in_batch``: sequences of the whole step (grpo, dr_grpo, bnpo); default this micro-batch's.
     ``ref_logprobs_BT`` is needed when ``cfg.beta > 0``; when given, its KL is logged whatever beta is.
@@ -211,9 +212,10 @@ def policy_loss(
     if cfg.beta > 0 and ref_logprobs_BT is None:
         raise ValueError("policy_loss: cfg.beta > 0 needs ref_logprobs_BT")
     mask_BT = loss_mask_BT.to(logprobs_BT.dtype)
-    advantages_B1 = advantages_B.to(logprobs_BT.dtype).unsqueeze(1)  # [B, 1]
+    advantages = advantages_B.to(logprobs_BT.dtype)
+    advantages_BT = advantages.unsqueeze(1).expand_as(logprobs_BT) if advantages.dim() == 1 else advantages
     ratio_BT = torch.exp((logprobs_BT - old_logprobs_BT) * mask_BT)  # [B, T], 1 off the mask (no overflow)
-    per_token_BT = clipped_surrogate(ratio_BT, advantages_B1, cfg)
+    per_token_BT = clipped_surrogate(ratio_BT, advantages_BT, cfg)
     if is_weights_BT is not None:
         per_token_BT = per_token_BT * is_weights_BT
     kl_BT = k3_kl(logprobs_BT, ref_logprobs_BT, mask_BT) if ref_logprobs_BT is not None else None
@@ -223,21 +225,21 @@ def policy_loss(
     items = tokens if num_items_in_batch is None else float(num_items_in_batch)
     seqs = float(logprobs_BT.shape[0]) if num_sequences_in_batch is None else float(num_sequences_in_batch)
     loss = NORMALISERS[cfg.type](per_token_BT, mask_BT, items, seqs, cfg.max_completion_length)
-    return loss, _loss_stats(ratio_BT.detach(), advantages_B1, mask_BT, cfg, kl_BT, tokens)
+    return loss, _loss_stats(ratio_BT.detach(), advantages_BT, mask_BT, cfg, kl_BT, tokens)
 
 
 @torch.no_grad()
 def _loss_stats(
     ratio_BT: torch.Tensor,
-    advantages_B1: torch.Tensor,
+    advantages_BT: torch.Tensor,
     mask_BT: torch.Tensor,
     cfg: LossConfig,
     kl_BT: torch.Tensor | None,
     tokens: float,
 ) -> Stats:
     """Clip fractions, policy-ratio range and KL over the masked tokens (TRL's definitions of the clips)."""
-    low_BT = (ratio_BT < 1 - cfg.epsilon) & (advantages_B1 < 0)
-    high_BT = (ratio_BT > 1 + cfg.epsilon_high) & (advantages_B1 > 0)
+    low_BT = (ratio_BT < 1 - cfg.epsilon) & (advantages_BT < 0)
+    high_BT = (ratio_BT > 1 + cfg.epsilon_high) & (advantages_BT > 0)
     lo, hi = _masked_min_max(ratio_BT, mask_BT)
     stats = {
         "clip/low_frac": masked_mean(low_BT.float(), mask_BT).item(),

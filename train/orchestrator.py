@@ -4,7 +4,8 @@ It walks the training examples in a seeded order (the data cursor: epoch and pos
 checkpoints), asks the environment for G rollouts of each example through the backend, and lets each group
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
 are async). When every group of the step is scored, their advantages are computed once, under the run's
-scale, and written into the states (``rubrics.advantages.assign_advantages``): the batch trains on those.
+scale and credit, and written into the states (``rubrics.advantages.assign_advantages``, or
+``assign_reply_advantages`` for credit per reply): the batch trains on those.
 Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
-from rubrics.advantages import assign_advantages
+from rubrics.advantages import assign_advantages, assign_reply_advantages
 from rubrics.types import ScoredGroup, State
 from train.config import AdvantageConfig, TrainConfig
 
@@ -127,6 +128,11 @@ class Orchestrator:
         seed: int,
         cursor: dict[str, int] | None = None,
     ) -> None:
+        if advantage.credit == "turn" and not env.credits_replies:
+            raise ValueError(
+                f"advantage.credit: 'turn' needs an environment that credits each reply on its own (a multi-step "
+                f"environment scored by its own rubric); {type(env).__name__} does not: use 'episode'"
+            )
         self.env, self.backend, self.examples = env, backend, list(examples)
         self.prompts_per_step, self.group_size, self.advantage, self.seed = (
             prompts_per_step,
@@ -171,8 +177,13 @@ class Orchestrator:
         )
         elapsed = time.perf_counter() - start
         scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
+        scored = (
+            assign_reply_advantages(groups, self.env.reply_credit, scale, drop)
+            if self.advantage.credit == "turn"
+            else assign_advantages(groups, scale, drop)
+        )
         return StepRollouts(
-            groups=assign_advantages(groups, scale, drop),
+            groups=scored,
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},

@@ -39,6 +39,7 @@ _PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern of its keys), in rea
     (HELD_OUT, r"^eval(_warm_start|_final)?/reward_mean$"),
     (_REWARD, r"^reward/mean$"),
     ("Requirement pass rates", r"^req/"),
+    ("Mean |advantage| per requirement node (credit per reply)", r"^credit/.*/advantage_abs$"),
     ("KL and clipping", r"(^|/)kl/|(^|/)clip/.*frac"),
     ("Lengths (tokens)", r"^length/.*tokens"),
     ("Time split (s per step)", r"^time/(wait|train|sync)_s$"),

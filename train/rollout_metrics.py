@@ -1,5 +1,5 @@
 """Metrics of one step's rollouts: rewards, per reward function and requirement, advantages, lengths,
-turns, depth, stop reasons, diversity. Plain Python over the states."""
+turns, depth, stop reasons, diversity, credit per requirement node. Plain Python over the states."""
 
 from __future__ import annotations
 
@@ -73,6 +73,27 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
     for reason, count in stops.items():
         out[f"stop/{reason}"] = count / len(states)
     out.update({f"diversity/{k}": v for k, v in diversity_metrics([first_reply(s) for s in states]).items()})
+    out.update(reply_credit_metrics(states))
+    return out
+
+
+def reply_credit_metrics(states: Sequence[State]) -> dict[str, float]:
+    """Per requirement node, over the replies credited one by one (``state["reply_credit"]``, credit per
+    reply): ``credit/<node>/replies`` (how many answered it), ``reward_to_go`` and ``advantage_abs`` (means),
+    and ``zero_frac`` (the share whose advantage is 0.0: alone at the node, or no spread there). Empty under
+    episode credit."""
+    by_node: dict[str, list[tuple[float, float]]] = {}
+    for s in states:
+        credits, advantages = s.get("reply_credit", []), s.get("reply_advantages", [])
+        for credit, advantage in zip(credits, advantages, strict=True):
+            by_node.setdefault(credit["node"], []).append((float(credit["reward_to_go"]), float(advantage)))
+    out: dict[str, float] = {}
+    for node, pairs in sorted(by_node.items()):
+        n = len(pairs)
+        out[f"credit/{node}/replies"] = float(n)
+        out[f"credit/{node}/reward_to_go"] = sum(r for r, _ in pairs) / n
+        out[f"credit/{node}/advantage_abs"] = sum(abs(a) for _, a in pairs) / n
+        out[f"credit/{node}/zero_frac"] = sum(a == 0.0 for _, a in pairs) / n
     return out
 
 

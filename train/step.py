@@ -193,7 +193,7 @@ def micro_batch_loss(
     loss, stats = policy_loss(
         logprobs_BT,
         old_logprobs_BT,
-        mb.advantages_B,
+        mb.advantages_BT,
         mb.loss_mask_BT,
         cfg.loss,
         ref_logprobs_BT=ref_logprobs_BT,
@@ -280,5 +280,5 @@ def _empty(device: Any) -> TrainBatch:
         attention_mask_BT=torch.ones((1, 1), dtype=torch.long, device=device),
         loss_mask_BT=zeros,
         inference_logprobs_BT=zeros.clone(),
-        advantages_B=torch.zeros(1, device=device),
+        advantages_BT=zeros.clone(),
     )

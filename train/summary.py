@@ -37,10 +37,12 @@ def write_summary(
     run_dir: str | Path,
     samples: int = 3,
     sections: Callable[[dict[str, list[dict[str, Any]]]], list[str]] | None = None,
+    estimator: str = "",
 ) -> Path:
     """``report.md`` of a run: the held-out evaluation before and after training side by side (and after the
     supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
     on the same scenarios; then ``sections`` (the environment's ``report_sections``) of the evaluations.
+    ``estimator`` (``AdvantageConfig.describe``) is named under the title.
 
     Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). Every
     mean reward is given with its 95% interval clustered by scenario (the rollouts of one scenario are not
@@ -64,6 +66,7 @@ def write_summary(
     lines = [
         f"# Run report: {run_dir.name}",
         "",
+        *([f"Advantage estimator: {estimator}.", ""] if estimator else []),
         f"Held-out mean reward {verdict} its 95% interval: {before_score.reward_mean:.3f} ± "
         f"{before_score.reward_ci95:.3f} before, {after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} "
         f"after, change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} "

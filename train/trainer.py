@@ -139,7 +139,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     loop.close()
     logger.finish()
     if accelerator.is_main_process:
-        _write_reports(run_dir, after is not None, env)
+        _write_reports(run_dir, after is not None, env, cfg.advantage.describe())
     return {"run_dir": str(run_dir), "before": before, "after": after}
 
 
@@ -359,15 +359,16 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in summary.items() if isinstance(v, int | float)}
 
 
-def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment) -> None:
-    """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections) when both
-    evaluations exist."""
+def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment, estimator: str) -> None:
+    """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections, and the
+    advantage ``estimator`` named) when both evaluations exist."""
     from train.report import write_report
     from train.summary import write_summary
 
     write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
     if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
-        print(f"report: {write_summary(run_dir, sections=env.report_sections)}", flush=True)
+        report = write_summary(run_dir, sections=env.report_sections, estimator=estimator)
+        print(f"report: {report}", flush=True)
 
 
 class _Loop:

@@ -23,8 +23,9 @@ class TrainBatch:
     ``loss.mask_truncated_completions``), 0 elsewhere."""
     inference_logprobs_BT: torch.Tensor
     """[B, T] float32: the inference engine's logprob of each sampled token; 0 where the mask is 0."""
-    advantages_B: torch.Tensor
-    """[B] float32: one advantage per sequence (from its group)."""
+    advantages_BT: torch.Tensor
+    """[B, T] float32: the advantage of each token: a sequence's one advantage on every token (from its
+    group), or each reply's own on that reply's tokens (credit per reply)."""
 
     @property
     def num_sequences(self) -> int:
@@ -44,7 +45,7 @@ class TrainBatch:
             attention_mask_BT=self.attention_mask_BT[start:stop, :width],
             loss_mask_BT=self.loss_mask_BT[start:stop, :width],
             inference_logprobs_BT=self.inference_logprobs_BT[start:stop, :width],
-            advantages_B=self.advantages_B[start:stop],
+            advantages_BT=self.advantages_BT[start:stop, :width],
         )
 
     def to(self, device: torch.device | str) -> TrainBatch:
@@ -54,5 +55,5 @@ class TrainBatch:
             attention_mask_BT=self.attention_mask_BT.to(device),
             loss_mask_BT=self.loss_mask_BT.to(device),
             inference_logprobs_BT=self.inference_logprobs_BT.to(device),
-            advantages_B=self.advantages_B.to(device),
+            advantages_BT=self.advantages_BT.to(device),
         )

@@ -182,10 +182,15 @@ async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(
             sequence.loss_mask[start : start + len(s["completion_ids"])]
         )
         assert sequence.logprobs[start : start + len(s["completion_ids"])] == s["completion_logprobs"]
+    # where each reply is: right after its turn's prompt, as long as its completion
+    assert sequence.replies == [
+        (len(s["prompt_ids"]), len(s["prompt_ids"]) + len(s["completion_ids"])) for s in steps
+    ]
     assert state["sequence"] == {
         "ids": sequence.ids,
         "loss_mask": sequence.loss_mask,
         "logprobs": sequence.logprobs,
+        "replies": sequence.replies,
     }
     broken = [dict(steps[0]), {**steps[1], "prompt_ids": [7, *steps[1]["prompt_ids"][1:]]}]
     with pytest.raises(
@@ -294,6 +299,36 @@ async def test_reveals_wait_for_the_next_reply_and_plain_steps_are_judged_at_onc
     assert isinstance(state["multistep"], EvaluationResult) and type(state["stop_reason"]) is str
     assert json.loads(json.dumps(plain_state(state)))["multistep"]["stop_reason"] == "terminal"
     assert "progress" not in state and state["timing"]["judge_ms"] >= 0.0
+
+
+async def test_each_reply_is_credited_with_its_node_and_reward_to_go(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    replies = [
+        "The scene is safe, I check vitals and give oxygen.",
+        "I check vitals, give oxygen, recovery position, transport.",
+        "I give oxygen and use the recovery position, then transport.",
+    ]
+    env = MultiStepMultiTurnEnv(
+        reveal_rubric(), [SCENARIO], tokenizer, sampling=SamplingParams(max_tokens=40)
+    )
+    (state,) = await env.run_group(env.dataset[0], ScriptedBackend(tokenizer, replies), n=1)
+    # the node of each reply is what the walk waited on: the root, then vitals, then both children of vitals
+    assert state["reply_nodes"] == ["safety", "vitals", "oxygen+position"]
+    # completion_ratio over an ideal walk of 5: every verdict from reply k on. Reply 1: 5/5 (the reward);
+    # reply 2: vitals, oxygen, position, transport = 4/5; reply 3: oxygen, position, transport = 3/5
+    credits = env.reply_credit(state)
+    assert [(c.node, c.reward_to_go) for c in credits] == [
+        ("safety", 1.0),
+        ("vitals", 0.8),
+        ("oxygen+position", 0.6),
+    ]
+    assert credits[0].reward_to_go == state["reward"] and env.credits_replies
+    assert len(state["sequence"]["replies"]) == len(credits)
+    # a reward that is not the rubric's own has no per-reply verdicts to credit
+    other = MultiStepMultiTurnEnv(
+        reveal_rubric(), [SCENARIO], tokenizer, rubric=Rubric(funcs=[length_reward])
+    )
+    assert not other.credits_replies
 
 
 async def test_incorrect_reply_closes_the_branch_and_nothing_is_judged_twice(tiny_model_dir: Path) -> None:

@@ -23,7 +23,8 @@ def test_collate_right_pads_and_keeps_masks_without_mask_truncated() -> None:
     assert torch.equal(
         batch.inference_logprobs_BT, torch.tensor([[0.0, 0.0, -0.5, -1.0], [0.0, -0.25, 0.0, 0.0]])
     )
-    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.5]))
+    # one advantage per sequence: on every column of its row, padding included (as broadcasting it would be)
+    assert torch.equal(batch.advantages_BT, torch.tensor([[0.5] * 4, [-0.5] * 4]))
     assert (batch.input_ids_BT.dtype, batch.loss_mask_BT.dtype) == (torch.long, torch.float32)
     # loss tokens: 2 (long) + 1 (short) = 3
     assert (batch.num_sequences, batch.num_loss_tokens) == (2, 3)
@@ -34,7 +35,7 @@ def test_collate_zeroes_the_loss_mask_of_truncated_sequences_when_asked() -> Non
     batch = collate([LONG, SHORT], [0.5, -0.5], [False, True], pad_token_id=0, mask_truncated=True)
     assert torch.equal(batch.loss_mask_BT, torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]))
     assert torch.equal(batch.attention_mask_BT, torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]))
-    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.5]))
+    assert torch.equal(batch.advantages_BT, torch.tensor([[0.5] * 4, [-0.5] * 4]))
     # loss tokens: 2 (long) + 0 (short, masked) = 2
     assert batch.num_loss_tokens == 2
 
@@ -43,7 +44,7 @@ def test_slice_trims_to_the_longest_real_sequence() -> None:
     # rows 1:2 hold only the short sequence: 3 real tokens, the pad column is dropped
     part = collate([LONG, SHORT], [0.5, -0.5], [False, False], pad_token_id=0).slice(1, 2)
     assert torch.equal(part.input_ids_BT, torch.tensor([[9, 10, 11]]))
-    assert torch.equal(part.advantages_B, torch.tensor([-0.5]))
+    assert torch.equal(part.advantages_BT, torch.tensor([[-0.5] * 3]))
 
 
 def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> ScoredGroup:
@@ -64,7 +65,7 @@ def test_states_to_batch_leaves_errored_rollouts_out() -> None:
     assert batch is not None
     # rows: LONG (group 0, advantage 0.5), SHORT (group 1, advantage -0.25); the errored SHORT is not a row
     assert torch.equal(batch.input_ids_BT, torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]]))
-    assert torch.equal(batch.advantages_B, torch.tensor([0.5, -0.25]))
+    assert torch.equal(batch.advantages_BT, torch.tensor([[0.5] * 4, [-0.25] * 4]))
     # the truncated flag reaches collate: with mask_truncated the second row has no loss token
     masked = states_to_batch(groups, pad_token_id=0, mask_truncated=True)
     assert masked is not None and masked.num_loss_tokens == 2
@@ -75,3 +76,35 @@ def test_states_to_batch_without_trainable_rollouts_and_with_dropped_groups() ->
     assert states_to_batch([], pad_token_id=0) is None
     with pytest.raises(ValueError, match="dropped"):
         states_to_batch([_group([{"sequence": LONG, "reward": 1.0}], [0.0], kept=False)], pad_token_id=0)
+
+
+# a two-reply rollout: prompt [1, 2], reply [3, 4], environment [5], reply [6]
+TWO_REPLIES = {
+    "ids": [1, 2, 3, 4, 5, 6],
+    "loss_mask": [0, 0, 1, 1, 0, 1],
+    "logprobs": [0.0, 0.0, -0.5, -0.5, 0.0, -1.0],
+    "replies": [[2, 4], [5, 6]],
+}
+
+
+def test_reply_advantages_go_on_their_own_replies_tokens() -> None:
+    # credit per reply: 0.75 on the first reply's tokens, -1.5 on the second's, 0.0 on prompt and environment;
+    # a rollout of the same batch without reply advantages keeps its one advantage on the whole row
+    state: State = {
+        "sequence": TWO_REPLIES,
+        "reward": 1.0,
+        "advantage": 0.75,
+        "reply_advantages": [0.75, -1.5],
+    }
+    batch = states_to_batch(
+        [_group([state, {"sequence": SHORT, "reward": 0.0}], [0.75, -0.25])], pad_token_id=0
+    )
+    assert batch is not None
+    assert torch.equal(batch.advantages_BT, torch.tensor([[0.0, 0.0, 0.75, 0.75, 0.0, -1.5], [-0.25] * 6]))
+    assert torch.equal(batch.slice(0, 1).advantages_BT, batch.advantages_BT[:1])
+
+
+def test_reply_advantages_must_match_the_replies() -> None:
+    state: State = {"sequence": TWO_REPLIES, "reward": 1.0, "advantage": 0.75, "reply_advantages": [0.75]}
+    with pytest.raises(ValueError, match="1 reply advantages for a sequence of 2 replies"):
+        states_to_batch([_group([state], [0.75])], pad_token_id=0)

@@ -109,6 +109,30 @@ def test_clip_and_ratio_stats() -> None:
     assert "kl/mean" not in stats
 
 
+def test_one_advantage_per_token_equals_one_per_sequence_bit_for_bit() -> None:
+    # [B] advantages and the same numbers on every token of each row ([B, T]): the same loss, stats and
+    # gradient, to the bit (credit per episode keeps its numbers under the per-token batch)
+    for type_ in ("grpo", "dapo"):
+        results = []
+        for adv in (ADV_B, ADV_B.unsqueeze(1).expand(-1, OLD_BT.shape[1]).clone()):
+            lp_BT = (OLD_BT + LOG_R_BT).requires_grad_()
+            loss, stats = policy_loss(lp_BT, OLD_BT, adv, MASK_BT, cfg(type_))
+            loss.backward()
+            results.append((loss.detach(), stats, lp_BT.grad))
+        (loss_a, stats_a, grad_a), (loss_b, stats_b, grad_b) = results
+        assert torch.equal(loss_a, loss_b) and stats_a == stats_b
+        assert grad_a is not None and grad_b is not None and torch.equal(grad_a, grad_b)
+
+
+def test_each_token_takes_its_own_advantage() -> None:
+    # on policy (r = 1) the dapo loss is -sum(A_t) / tokens over the mask: A = [[0, 1, -1], [0, 2, 9]] with the
+    # mask [[0, 1, 1], [0, 1, 0]]: -(1 - 1 + 2) / 3; the 9 is off the mask
+    lp_BT = torch.full((2, 3), -1.0)
+    adv_BT = torch.tensor([[0.0, 1.0, -1.0], [0.0, 2.0, 9.0]])
+    loss, _ = policy_loss(lp_BT, lp_BT, adv_BT, torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]]), cfg("dapo"))
+    assert loss.item() == pytest.approx(-2 / 3)
+
+
 def test_gradient_through_clipping_by_hand() -> None:
     # d(-A r)/d lp = -A r where the unclipped branch is taken, 0 where the clipped one is.
     # Only seq 0 t2 is unclipped: -1 * 0.5 = -0.5; grpo weight 1 / (2 tokens) / (2 sequences) = 1/4 -> -0.125

@@ -231,6 +231,45 @@ def test_a_step_computes_each_ideal_path_once_and_trains_on_the_advantages_scori
         batch = states_to_batch(rollouts.kept_groups, pad_token_id=0)
         assert batch is not None
         scored = [s["advantage"] for g in rollouts.kept_groups for s in g.states]
-        assert torch.equal(batch.advantages_B, torch.tensor(scored)) and any(scored)  # float32 both
+        assert torch.equal(batch.advantages_BT[:, 0], torch.tensor(scored)) and any(scored)  # float32 both
         assert rollouts.kept_advantages == scored
     assert len(ideal_walks) == 2 and len(set(ideal_walks)) == 2
+
+
+def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_dir: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from envs.multistep_env import MultiStepMultiTurnEnv
+    from tests.envs.test_environments import SCENARIO, reveal_rubric
+    from train.batching import states_to_batch
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO], tokenizer, max_turns=3)
+    # the rotating replies give the four rollouts different paths, so deeper nodes have more than one reply
+    replies = ["The scene is safe, I check vitals.", "It is not safe here.", "I check vitals, give oxygen."]
+    turn = AdvantageConfig(scale_rewards="group", drop_zero_variance_groups=False, credit="turn")
+    orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, turn, seed=7)
+    rollouts = asyncio.run(orch.produce(0, policy_version=0))
+    states = rollouts.all_states
+    assert any(len(s["reply_advantages"]) > 1 for s in states)
+    batch = states_to_batch(rollouts.kept_groups, pad_token_id=0)
+    assert batch is not None
+    for row, state in enumerate(states):
+        for (start, end), advantage in zip(
+            state["sequence"]["replies"], state["reply_advantages"], strict=True
+        ):
+            assert torch.equal(batch.advantages_BT[row, start:end], torch.full((end - start,), advantage))
+        assert (
+            state["reply_credit"][0]["node"] == "safety"
+            and state["advantage"] == state["reply_advantages"][0]
+        )
+    # an environment without per-reply verdicts is refused up front
+    from envs.environment import SingleTurnEnv
+    from rubrics import Rubric
+
+    single = SingleTurnEnv([{"prompt": "hi"}], Rubric(funcs=[lambda completion, **_: 1.0]), tokenizer)
+    with pytest.raises(
+        ValueError, match=r"advantage\.credit: 'turn' needs an environment that credits each reply"
+    ):
+        Orchestrator(single, AlternatingBackend(tokenizer, replies), single.dataset, 1, 4, turn, seed=7)

@@ -17,6 +17,36 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+def test_credit_per_reply_is_logged_per_node_and_named_in_the_report(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=1",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=2",
+        "rollout.max_tokens=8",
+        "optim.micro_batch_size=2",
+        "logging.eval_group_size=1",
+        "logging.progress=false",
+        "env.scenarios=configs/scenarios/first_responder.yaml",
+        "env.eval_scenarios=null",
+        "warm_start.demonstrations=null",
+        "advantage.credit=turn",
+    )
+    train(cfg)
+    run = tmp_path / "run"
+    (step,) = [r for r in metrics(run) if r["step"] == 1 and "reward/mean" in r]
+    # a random model fails the size-up: each rollout has one reply, at the root, with no signal
+    assert step["credit/scene_safety/replies"] == 4.0 and step["credit/scene_safety/zero_frac"] == 1.0
+    assert "Advantage estimator: credit per reply" in (run / "report.md").read_text()
+    rollouts = [json.loads(line) for line in (run / "eval_after" / "rollouts.jsonl").read_text().splitlines()]
+    assert all(r["reply_nodes"] == ["scene_safety"] for r in rollouts)
+
+
 def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     cfg = run_config(
@@ -58,6 +88,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
     assert samples and "[assistant]" in samples[0]["conversation"]
     report = (run / "report.md").read_text()
     assert "Held-out mean reward did not rise" in report  # two steps of a random model learn nothing
+    assert "Advantage estimator: credit per episode (one advantage for every reply of a rollout)" in report
     assert (
         "| repetition_rate (per reply) |" in report
         and "| requirement scene_safety passed | 0/3 | 0/3 |" in report
