@@ -76,6 +76,7 @@ def write_summary(
         "",
         *_beside_trivial_policies(run_dir, scores, evals),
         *_further_sets(run_dir),
+        *_pooled(run_dir),
         *(sections({_MODEL_ROWS[when]: rows for when, (_, rows) in evals.items()}) if sections else []),
         "![curves](report.png)",
         "",
@@ -118,6 +119,56 @@ def _further_sets(run_dir: Path) -> list[str]:
                 lines.append(f"- trained minus {score.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios")
         lines += [*_first_decision(evals), ""]
     return lines
+
+
+def _versus(policy: str, diff: float, half: float, n: int) -> str:
+    """One line: the trained model minus ``policy``, paired by scenario, and whether it is beyond the interval."""
+    verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
+    return f"- {policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
+
+
+def _pooled(run_dir: Path) -> list[str]:
+    """With further held-out sets: the trained model minus every other row (the earlier evaluations, and each
+    trivial policy probed on every set, ``probe_<name>.json``), paired by scenario over every held-out set
+    together. Empty with one set."""
+    from dataclasses import replace
+
+    from rubrics.multistep.probe import PolicyScore, paired_difference
+
+    names = [""] + [
+        f.name.removeprefix("eval_after_")
+        for f in sorted(run_dir.glob("eval_after_*"))
+        if (run_dir / f"eval_before_{f.name.removeprefix('eval_after_')}" / "summary.json").is_file()
+    ]
+    if len(names) < 2:
+        return []
+    pooled: dict[str, list[PolicyScore]] = {}
+    for name in names:
+        rows = list(_evaluations(run_dir, name)[1].values())
+        probe = run_dir / f"probe{f'_{name}' if name else ''}.json"
+        if probe.is_file():
+            rows += [PolicyScore.from_dict(r) for r in json.loads(probe.read_text(encoding="utf-8"))]
+        for row in rows:  # scenario keys carry their set: two sets may hold scenarios of one name
+            keyed = {f"{name or 'held-out'}/{k}": v for k, v in row.scenario_rewards.items()}
+            pooled.setdefault(row.policy, []).append(replace(row, scenario_rewards=keyed))
+
+    def merged(parts: list[PolicyScore]) -> PolicyScore:
+        return replace(
+            parts[0], scenario_rewards={k: v for p in parts for k, v in p.scenario_rewards.items()}
+        )
+
+    complete = {policy: merged(parts) for policy, parts in pooled.items() if len(parts) == len(names)}
+    trained = complete.pop(_MODEL_ROWS["after"])
+    sets = ", ".join(name or "held-out" for name in names)
+    lines = [
+        f"## Pooled over every held-out set ({sets})",
+        "",
+        "Trained minus each row, paired by scenario:",
+        "",
+    ]
+    for policy, other in complete.items():
+        lines.append(_versus(policy, *paired_difference(trained, other)))
+    return [*lines, ""]
 
 
 def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
@@ -175,11 +226,7 @@ def _beside_trivial_policies(
         "",
     ]
     for other in [row for when, row in model.items() if when != "after"] + probe_rows:
-        diff, half, n = paired_difference(model["after"], other)
-        verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
-        lines.append(
-            f"- {other.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
-        )
+        lines.append(_versus(other.policy, *paired_difference(model["after"], other)))
     return [*lines, *_first_decision(evals), ""]
 
 

@@ -99,12 +99,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         return summaries[""]
 
     before = evaluate("eval_before", "eval", 0) if start_step == 0 and eval_examples else None
-    if before is not None:  # the trivial policies the environment knows, for the report
-        rows = loop.run(env.probe(train_examples, eval_examples))
-        if rows:
-            (run_dir / "probe.json").write_text(
-                json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
-            )
+    if before is not None:  # the trivial policies the environment knows on each held-out set, for the report
+        for name, examples in {"": eval_examples, **extra_sets}.items():
+            rows = loop.run(env.probe(train_examples, examples))
+            if rows:
+                (run_dir / f"probe{f'_{name}' if name else ''}.json").write_text(
+                    json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
+                )
 
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:

@@ -457,6 +457,12 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
     report = (run / "report.md").read_text()
     section = report[report.index("## Further held-out set: conditions") :]
     assert "trained minus untrained: " in section and "over 10 scenarios" in section
+    # the trivial policies are probed on each set, and the trained model is set against them on both together
+    conditions = {row["policy"] for row in json.loads((run / "probe_conditions.json").read_text())}
+    assert {"empty", "majority"} <= conditions
+    pooled = report[report.index("## Pooled over every held-out set (held-out, conditions)") :]
+    for policy in ("untrained", "majority", "empty"):
+        assert f"- {policy}: " in pooled and "over 26 scenarios" in pooled
 
 
 def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
