@@ -13,8 +13,8 @@
   that matches one still in flight waits for it instead of sending its own, so identical rollouts of a
   group cost one request;
 - cost counters (``JudgeClientStats``: requests, retries, tokens, seconds), flat through ``snapshot()``;
-- on plain ``http://`` endpoints, a lean keep-alive transport (``transport.py``) that keeps the client's CPU
-  per verdict well under a judge's latency;
+- on plain ``http://`` endpoints, a lean keep-alive HTTP path (``transport.LeanChatPost``) instead of the
+  openai SDK, which keeps the client's CPU per verdict well under a judge's latency;
 - after the last attempt, ``JudgeError``: never a silent 0. Inside a ``Rubric`` that marks the rollout.
 """
 
@@ -43,7 +43,7 @@ from tenacity import (
 
 from rubrics.judges.base import JudgeError
 from rubrics.judges.formats import JudgeFormatError
-from rubrics.judges.transport import lean_http_client
+from rubrics.judges.transport import LeanChatPost
 
 logger = logging.getLogger(__name__)
 
@@ -199,14 +199,18 @@ class LLMJudgeClient:
         if lean_http is None:
             lean_http = base_url.startswith("http://")
         self.lean_http = lean_http
-        """Use ``LeanHTTPTransport`` (plain ``http://`` endpoints; the default there) instead of httpx's pool."""
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=self._read_key(),
-            max_retries=0,
-            timeout=timeout_s,
-            http_client=lean_http_client(timeout_s) if lean_http else None,
-        )
+        """POST through ``LeanChatPost`` (plain ``http://`` endpoints; the default there) instead of the openai
+        SDK's client (TLS endpoints: hosted APIs)."""
+        key = self._read_key()
+        self._lean: LeanChatPost | None = None
+        self._client: openai.AsyncOpenAI | None = None
+        if lean_http:
+            url = f"{base_url.rstrip('/')}/chat/completions"
+            self._lean = LeanChatPost(url, {"Authorization": f"Bearer {key}"})
+        else:
+            self._client = openai.AsyncOpenAI(
+                base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s
+            )
 
     def _read_key(self) -> str:
         if self.api_key_env is None:
@@ -223,7 +227,10 @@ class LLMJudgeClient:
 
     async def close(self) -> None:
         """Close the HTTP connections."""
-        await self._client.close()
+        if self._lean is not None:
+            await self._lean.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     async def __aenter__(self) -> LLMJudgeClient:
         return self
@@ -397,9 +404,7 @@ class LLMJudgeClient:
                 **(self.extra_body or {}),
             }
             try:
-                # The client's generic POST: the same errors, auth and base URL as ``chat.completions.create``
-                # without its per-call request transformation (a third of the client's CPU per verdict).
-                return await self._client.post("/chat/completions", body=payload, cast_to=object)
+                return await self._post(payload)
             except openai.BadRequestError:
                 if self.structured_output != "auto" or mode == "none":
                     raise
@@ -408,6 +413,15 @@ class LLMJudgeClient:
                     logger.warning(
                         "judge %s rejected response_format %s; using %s", self.model, mode, self._mode
                     )
+
+    async def _post(self, payload: dict[str, Any]) -> Any:
+        """POST a chat completion; the reply's JSON, or the openai SDK's errors (both paths alike)."""
+        if self._lean is not None:
+            return await self._lean(payload)
+        assert self._client is not None
+        # The SDK's generic POST: the same errors, auth and base URL as ``chat.completions.create`` without
+        # its per-call request transformation (a third of the client's CPU per verdict).
+        return await self._client.post("/chat/completions", body=payload, cast_to=object)
 
 
 @dataclass
