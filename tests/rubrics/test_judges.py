@@ -145,6 +145,14 @@ async def test_random_faults_over_many_rollouts_lose_none(server: JudgeServer) -
     assert len(server.requests) == client.stats.requests
 
 
+def test_backoff_is_full_jitter_under_a_doubling_cap() -> None:
+    c = LLMJudgeClient("http://127.0.0.1:1/v1", "m", backoff_initial_s=0.5, backoff_max_s=3.0)
+    # caps: attempt 1 -> 0.5, 2 -> 1.0, 3 -> 2.0, 4 and later -> 3.0 (backoff_max_s)
+    for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5000, 3.0)]:
+        waits = [c.backoff_wait_s(attempt) for _ in range(200)]
+        assert all(0.0 <= w <= cap for w in waits) and max(waits) > cap / 2
+
+
 async def test_non_retryable_errors_are_not_retried(server: JudgeServer) -> None:
     server.inject("reject_schema")
     async with LLMJudgeClient(server.base_url, "m", structured_output="json_schema", **FAST) as client:
