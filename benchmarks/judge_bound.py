@@ -189,7 +189,11 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=3, help="criteria case: criteria per prompt with a rule")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds the server takes per answer")
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--httpx", action="store_true", help="httpx's own pool instead of the lean transport")
+    parser.add_argument(
+        "--httpx",
+        action="store_true",
+        help="the openai SDK over httpx's own pool instead of the lean path (LeanChatPost)",
+    )
     args = parser.parse_args()
     lean = not args.httpx
     out: dict[str, Any] = {

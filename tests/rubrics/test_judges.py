@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import openai
 import pytest
 
 from rubrics import RubricGroup
@@ -28,7 +29,7 @@ from rubrics.judges import (
     RegexJudge,
     binary_judge_response_format,
 )
-from rubrics.judges.transport import LeanHTTPTransport, httpx
+from rubrics.judges.transport import LeanChatPost, LeanHTTPTransport, httpx
 from tests.support.judge_server import DEFAULT_VERDICT, JudgeServer
 
 FAST: dict[str, Any] = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
@@ -40,9 +41,12 @@ def server() -> Iterator[JudgeServer]:
         yield s
 
 
-@pytest.fixture
-async def client(server: JudgeServer) -> AsyncIterator[LLMJudgeClient]:
-    c = LLMJudgeClient(server.base_url, "judge-model", timeout_s=0.5, max_attempts=4, **FAST)
+@pytest.fixture(params=[True, False], ids=["lean", "sdk"])
+async def client(server: JudgeServer, request: pytest.FixtureRequest) -> AsyncIterator[LLMJudgeClient]:
+    """The client on both HTTP paths: the lean one (the default for http://) and the openai SDK's."""
+    c = LLMJudgeClient(
+        server.base_url, "judge-model", timeout_s=0.5, max_attempts=4, lean_http=request.param, **FAST
+    )
     yield c
     await c.close()
 
@@ -139,6 +143,14 @@ async def test_random_faults_over_many_rollouts_lose_none(server: JudgeServer) -
     injected = [f for f in server.fault_log if f not in (None, "ok", "fenced")]
     assert sum(client.stats.faults.values()) == len(injected)
     assert len(server.requests) == client.stats.requests
+
+
+def test_backoff_is_full_jitter_under_a_doubling_cap() -> None:
+    c = LLMJudgeClient("http://127.0.0.1:1/v1", "m", backoff_initial_s=0.5, backoff_max_s=3.0)
+    # caps: attempt 1 -> 0.5, 2 -> 1.0, 3 -> 2.0, 4 and later -> 3.0 (backoff_max_s)
+    for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5000, 3.0)]:
+        waits = [c.backoff_wait_s(attempt) for _ in range(200)]
+        assert all(0.0 <= w <= cap for w in waits) and max(waits) > cap / 2
 
 
 async def test_non_retryable_errors_are_not_retried(server: JudgeServer) -> None:
@@ -407,6 +419,50 @@ async def test_lean_transport_is_plain_http_only() -> None:
             await http.get("https://127.0.0.1:1/")
     assert LLMJudgeClient("https://example.invalid/v1", "m").lean_http is False
     assert LLMJudgeClient("http://127.0.0.1:1/v1", "m").lean_http is True
+
+
+async def test_lean_chat_post_sends_json_and_raises_the_sdks_errors() -> None:
+    heads: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        replies = [
+            (b"200 OK", b'{"ok": true}'),
+            (b"429 Too Many Requests", b'{"error": {"message": "slow down"}}'),
+            (b"400 Bad Request", b"no json here"),
+            (b"503 Busy", b"{}"),
+            (b"200 OK", b"plain text"),
+        ]
+        for status, body in replies:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"Content-Length: (\d+)", head).group(1))  # type: ignore[union-attr]
+            heads.append(head + await reader.readexactly(length))
+            writer.write(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    post = LeanChatPost(f"http://127.0.0.1:{port}/v1/chat/completions", {"Authorization": "Bearer sk-x"})
+    assert "sk-x" not in repr(post)
+    assert await post({"model": "m", "n": 1}) == {"ok": True}
+    with pytest.raises(openai.RateLimitError, match=r"^Error code: 429 - slow down$"):
+        await post({})
+    with pytest.raises(openai.BadRequestError, match=r"^Error code: 400$") as info:
+        await post({})
+    assert info.value.body == "no json here"
+    with pytest.raises(openai.InternalServerError):
+        await post({})
+    assert await post({}) == "plain text"  # not JSON: the text, as the SDK gives it
+    await post.aclose()
+    server.close()
+    first = heads[0].decode()
+    assert first.startswith("POST /v1/chat/completions HTTP/1.1\r\n")
+    for line in (f"Host: 127.0.0.1:{port}", "Authorization: Bearer sk-x", "Content-Type: application/json"):
+        assert f"\r\n{line}\r\n" in first
+    assert first.endswith('\r\n\r\n{"model": "m", "n": 1}')
+    with pytest.raises(openai.APIConnectionError):
+        await LeanChatPost("http://127.0.0.1:9/v1/chat/completions", {})({})
+    with pytest.raises(ValueError, match="plain http"):
+        LeanChatPost("https://example.invalid/v1/chat/completions", {})
 
 
 async def test_unreachable_endpoint_is_a_counted_connection_fault() -> None:
