@@ -315,7 +315,7 @@ def _log_and_save(
     rollouts: Any,
     step: int,
     metrics: dict[str, float],
-    cursor: dict[str, int],
+    cursor: dict[str, Any],
 ) -> None:
     """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
     from train.checkpoint import save_checkpoint
@@ -409,9 +409,9 @@ class _Prefetch:
     def __init__(self, orchestrator: Any, loop: _Loop, cfg: TrainConfig) -> None:
         self.orchestrator, self.loop, self.cfg = orchestrator, loop, cfg
         self.pending: dict[int, concurrent.futures.Future[Any]] = {}
-        self.cursors: dict[int, dict[str, int]] = {}
+        self.cursors: dict[int, dict[str, Any]] = {}
 
-    def take(self, step: int) -> tuple[Any, dict[str, int]]:
+    def take(self, step: int) -> tuple[Any, dict[str, Any]]:
         """``step``'s rollouts (waiting for them) and cursor; first requests the steps ahead with the
         weights of ``step`` optimiser steps."""
         for ahead in range(self.cfg.rollout.max_off_policy_steps + 1):
