@@ -22,7 +22,7 @@ from envs.environment import Environment
 from rubrics.advantages import assign_advantages
 from rubrics.types import ScoredGroup, State
 from train.config import AdvantageConfig, TrainConfig
-from train.sampling import make_sampler
+from train.sampling import make_sampler, stratum_shares
 
 
 @dataclass
@@ -109,6 +109,8 @@ class Orchestrator:
         """The stratum of each example (``Environment.stratum``; None where it has none)."""
         self.cursor = make_sampler(sampler, self.strata, seed, cursor)
         """Which examples each step takes (``rollout.sampler``); its state is what a checkpoint keeps."""
+        self.taken: list[int] = []
+        """The examples of the step ``produce`` took last."""
 
     @classmethod
     def from_config(
@@ -128,10 +130,18 @@ class Orchestrator:
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
-        right after this call is the cursor a checkpoint of ``step`` must hold), and return the coroutine that
-        generates and scores their groups (it may run later, in the rollout loop's thread)."""
+        and ``shares()`` right after this call are the cursor a checkpoint of ``step`` must hold and the
+        step's examples per stratum), and return the coroutine that generates and scores their groups (it may
+        run later, in the rollout loop's thread)."""
         indices = self.cursor.take(self.prompts_per_step)
+        self.taken = indices
         return self._produce(step, indices, policy_version)
+
+    def shares(self) -> dict[str, float]:
+        """How many of the examples ``produce`` took last each stratum gave: metrics ``sampler/stratum/<key>``
+        (none when the environment has no strata)."""
+        keys = sorted({key for key in self.strata if key is not None})
+        return stratum_shares([self.strata[i] for i in self.taken], keys)
 
     async def _produce(self, step: int, indices: list[int], policy_version: int) -> StepRollouts:
         import torch

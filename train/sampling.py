@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -151,6 +152,13 @@ def make_sampler(
     if state is not None:
         sampler.restore(state)
     return sampler
+
+
+def stratum_shares(taken: Sequence[str | None], keys: Sequence[str]) -> dict[str, float]:
+    """How many of a step's examples (their strata ``taken``) each stratum of ``keys`` gave, as metrics
+    ``sampler/stratum/<key>`` (0 for a stratum the step missed; none without strata)."""
+    counts = Counter(taken)
+    return {f"sampler/stratum/{key}": float(counts[key]) for key in keys}
 
 
 def _members(strata: Sequence[str | None]) -> dict[str, list[int]]:

@@ -109,20 +109,24 @@ def _from_config(sampler: str, examples: list[dict[str, Any]], cursor: Any = Non
     return Orchestrator.from_config(cfg, FakeEnv(), None, examples, 7, cursor)  # type: ignore[arg-type]
 
 
-def test_the_balanced_sampler_takes_one_example_of_each_stratum_a_step() -> None:
+def test_the_balanced_sampler_takes_one_example_of_each_stratum_a_step_and_logs_the_shares() -> None:
     examples = [{**e, "stratum": "safe" if e["id"] < 4 else "unsafe"} for e in _examples(6)]
     orch = _from_config("balanced", examples)
+    assert orch.shares() == {"sampler/stratum/safe": 0.0, "sampler/stratum/unsafe": 0.0}  # nothing taken yet
     steps = _produced_ids(orch, range(6))
     assert [[i < 4 for i in ids] for ids in steps] == [[True, False]] * 6  # "safe" sorts first
+    assert orch.shares() == {"sampler/stratum/safe": 1.0, "sampler/stratum/unsafe": 1.0}
     # each stratum is walked whole before repeating: the 4 safe ones, then the 2 unsafe ones three times
     safe, unsafe = [ids[0] for ids in steps], [ids[1] for ids in steps]
     assert sorted(safe[:4]) == [0, 1, 2, 3] and sorted(unsafe[:2]) == sorted(unsafe[2:4]) == [4, 5]
     resumed = _from_config("balanced", examples, orch.cursor.state())
     assert _produced_ids(resumed, range(6, 8)) == _produced_ids(orch, range(6, 8))
-    # the shuffle sampler takes its own order whatever the strata
+    # the shuffle sampler takes its own order whatever the strata, and logs their shares too
     shuffled = _from_config("shuffle", examples)
     first = DataCursor(6, seed=7).take(2)
     assert _produced_ids(shuffled, range(1)) == [first]
+    safe_ones = sum(i < 4 for i in first)
+    assert shuffled.shares() == {"sampler/stratum/safe": safe_ones, "sampler/stratum/unsafe": 2 - safe_ones}
 
 
 # ids: 0 has signal, 1 has zero variance, 2 is all errored, 3 has signal and one errored rollout

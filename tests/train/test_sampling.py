@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from train.sampling import DataCursor, Sampler, make_sampler
+from train.sampling import DataCursor, Sampler, make_sampler, stratum_shares
 
 # 5 examples of "safe", 3 of "unsafe", 4 of "unclear", interleaved as a data set would have them
 STRATA: list[str | None] = ["safe", "unsafe", "safe", "unclear", "safe", "unsafe", "unclear"]
@@ -181,3 +181,11 @@ def test_a_saved_state_of_another_sampler_or_other_examples_is_refused() -> None
         make_sampler("balanced", ["x" if s != "safe" else s for s in STRATA], seed=0, state=_saved(balanced))
     with pytest.raises(ValueError, match="at example 4 of an epoch, and this run has 3 training examples"):
         make_sampler("shuffle", STRATA[:3], seed=0, state=_saved(shuffle))
+
+
+def test_the_shares_name_every_stratum_and_count_the_step_s_examples() -> None:
+    assert stratum_shares(["b", "b", None], ["a", "b"]) == {
+        "sampler/stratum/a": 0.0,
+        "sampler/stratum/b": 2.0,
+    }
+    assert stratum_shares([None, None], []) == {}
