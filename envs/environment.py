@@ -115,6 +115,12 @@ class Environment:
         ``credits_replies``."""
         raise NotImplementedError(f"{type(self).__name__} does not credit replies one by one")
 
+    def stratum(self, example: Mapping[str, Any]) -> str | None:
+        """The stratum of ``example``: a stable key for the kind of example it is, such as the ground truth of
+        its first decision. The balanced sampler (``rollout.sampler: balanced``) gives every stratum an equal
+        share of each step, and every step logs how many examples each gave. Default None: no strata."""
+        return None
+
     # -- building blocks -----------------------------------------------------------------------------
 
     def initial_messages(self, example: dict[str, Any]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ the rubric computes the reward without judging anything twice; judging time adds
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
-from rubrics.multistep.walk import Walk
+from rubrics.multistep.walk import Walk, truth_of
 from rubrics.rubric import Rubric
 from rubrics.types import EvaluationResult, State, StopReason
 
@@ -103,6 +103,15 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
             self.max_turns,
             majority_from=[example_scenario(e) for e in train],
         )
+
+    def stratum(self, example: Mapping[str, Any]) -> str | None:
+        """The ground truth of the rubric's roots, ``root=answer`` joined by ``,`` in the roots' order (the
+        branches of ``report.md``'s root accuracy): ``scene_safety=1.0`` for a safe scene."""
+        keys = []
+        for root in self.multistep_rubric.roots:
+            truth = truth_of(example["answer"], root)
+            keys.append(f"{root}={truth['answer'] if truth is not None else None}")
+        return ",".join(keys)
 
     def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
         """A fresh rollout state that also counts judging time (``timing["judge_ms"]``)."""

@@ -65,6 +65,14 @@ class RolloutConfig(Section):
     """Root URLs of the vLLM servers (backend ``vllm``)."""
     prompts_per_step: int = Field(2, ge=1)
     """Examples (scenarios) per optimiser step."""
+    sampler: Literal["shuffle", "balanced"] = "shuffle"
+    """Which examples each step takes (``train.sampling``). ``shuffle``: a fresh seeded shuffle of all of them
+    every epoch. ``balanced``: equal shares of the environment's strata every step (``Environment.stratum``;
+    in the progressive-reveal environment the ground truth of the rubric's root, so with 2 prompts a step one
+    safe scene and one unsafe), each stratum walking its own seeded shuffle; when ``prompts_per_step`` is not
+    a multiple of the number of strata, the strata take the extra example in turn. ``balanced`` is refused
+    before any model loads when the environment gives no strata, or only one. A checkpoint resumes only
+    with the sampler that wrote it."""
     group_size: int = Field(4, ge=2)
     """Rollouts per example: G."""
     temperature: float = Field(1.0, gt=0.0)

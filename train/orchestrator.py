@@ -1,6 +1,6 @@
 """The orchestrator: examples in, scored groups with advantages out.
 
-It walks the training examples in a seeded order (the data cursor: epoch and position, saved in
+It walks the training examples in a seeded order (the data cursor of ``rollout.sampler``, saved in
 checkpoints), asks the environment for G rollouts of each example through the backend, and lets each group
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
 are async). When every group of the step is scored, their advantages are computed once, under the run's
@@ -13,9 +13,8 @@ Sampling of step
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from envs.environment import Environment
 from rubrics.advantages import assign_advantages, assign_reply_advantages
 from rubrics.types import ScoredGroup, State
 from train.config import AdvantageConfig, TrainConfig
+from train.sampling import make_sampler, stratum_shares
 
 
 @dataclass
@@ -84,36 +84,6 @@ class StepRollouts:
         return sum(not g.kept for g in self.groups)
 
 
-class DataCursor:
-    """A seeded, resumable walk over example indices: a fresh shuffle every epoch."""
-
-    def __init__(self, n: int, seed: int, epoch: int = 0, position: int = 0) -> None:
-        if n < 1:
-            raise ValueError("no training examples")
-        self.n, self.seed, self.epoch, self.position = n, seed, epoch, position
-        self._order = self._shuffle(epoch)
-
-    def _shuffle(self, epoch: int) -> list[int]:
-        order = list(range(self.n))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return order
-
-    def take(self, k: int) -> list[int]:
-        """The next ``k`` example indices."""
-        out = []
-        for _ in range(k):
-            if self.position >= self.n:
-                self.epoch, self.position = self.epoch + 1, 0
-                self._order = self._shuffle(self.epoch)
-            out.append(self._order[self.position])
-            self.position += 1
-        return out
-
-    def state(self) -> dict[str, int]:
-        """What a checkpoint needs to resume the walk."""
-        return {"epoch": self.epoch, "position": self.position}
-
-
 class Orchestrator:
     """Produces one ``StepRollouts`` per optimiser step."""
 
@@ -126,7 +96,8 @@ class Orchestrator:
         group_size: int,
         advantage: AdvantageConfig,
         seed: int,
-        cursor: dict[str, int] | None = None,
+        cursor: Mapping[str, Any] | None = None,
+        sampler: str = "shuffle",
     ) -> None:
         if advantage.credit == "turn" and not env.credits_replies:
             raise ValueError(
@@ -140,7 +111,12 @@ class Orchestrator:
             advantage,
             seed,
         )
-        self.cursor = DataCursor(len(self.examples), seed, **(cursor or {}))
+        self.strata = [env.stratum(e) for e in self.examples]
+        """The stratum of each example (``Environment.stratum``; None where it has none)."""
+        self.cursor = make_sampler(sampler, self.strata, seed, cursor)
+        """Which examples each step takes (``rollout.sampler``); its state is what a checkpoint keeps."""
+        self.taken: list[int] = []
+        """The examples of the step ``produce`` took last."""
 
     @classmethod
     def from_config(
@@ -150,20 +126,28 @@ class Orchestrator:
         backend: InferenceBackend,
         examples: Sequence[dict[str, Any]],
         seed: int,
-        cursor: dict[str, int] | None = None,
+        cursor: Mapping[str, Any] | None = None,
     ) -> Orchestrator:
-        """The orchestrator of a run: ``rollout.prompts_per_step`` examples of ``rollout.group_size``."""
+        """The orchestrator of a run: ``rollout.prompts_per_step`` examples of ``rollout.group_size``, taken
+        by ``rollout.sampler``."""
         rollout = cfg.rollout
-        return cls(
-            env, backend, examples, rollout.prompts_per_step, rollout.group_size, cfg.advantage, seed, cursor
-        )
+        per_step, size = rollout.prompts_per_step, rollout.group_size
+        return cls(env, backend, examples, per_step, size, cfg.advantage, seed, cursor, rollout.sampler)
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
-        right after this call is the cursor a checkpoint of ``step`` must hold), and return the coroutine that
-        generates and scores their groups (it may run later, in the rollout loop's thread)."""
+        and ``shares()`` right after this call are the cursor a checkpoint of ``step`` must hold and the
+        step's examples per stratum), and return the coroutine that generates and scores their groups (it may
+        run later, in the rollout loop's thread)."""
         indices = self.cursor.take(self.prompts_per_step)
+        self.taken = indices
         return self._produce(step, indices, policy_version)
+
+    def shares(self) -> dict[str, float]:
+        """How many of the examples ``produce`` took last each stratum gave: metrics ``sampler/stratum/<key>``
+        (none when the environment has no strata)."""
+        keys = sorted({key for key in self.strata if key is not None})
+        return stratum_shares([self.strata[i] for i in self.taken], keys)
 
     async def _produce(self, step: int, indices: list[int], policy_version: int) -> StepRollouts:
         import torch

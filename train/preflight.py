@@ -81,6 +81,8 @@ def check_inputs(
         check_env_inputs(cfg.env)
         if cfg.warm_start.demonstrations:
             load_demonstrations(cfg.warm_start.demonstrations)
+        if cfg.rollout.sampler != "shuffle":
+            check_sampler(cfg)
     except FileLoadError as exc:  # inside a named file: the file's own line and field
         raise PreflightError(str(exc)) from None
     except ValueError as exc:  # a config field that does not fit the files: "env.judge: ..."
@@ -88,3 +90,15 @@ def check_inputs(
         if re.fullmatch(r"[a-z_]+\.[a-z_]+", field) and what:
             raise PreflightError(f"{at(field)}: {what}") from None
         raise PreflightError(f"{at('env')}: {exc}") from None
+
+
+def check_sampler(cfg: TrainConfig) -> None:
+    """Build ``rollout.sampler`` over the training examples' strata as the run will (the environment without a
+    model or tokenizer: ``Environment.stratum`` reads the examples only); ``ValueError`` naming
+    ``rollout.sampler`` when it has nothing to balance."""
+    from envs.backends.base import SamplingParams
+    from envs.build import make_env
+    from train.sampling import make_sampler
+
+    env, train, _ = make_env(cfg.env, tokenizer=None, sampling=SamplingParams())
+    make_sampler(cfg.rollout.sampler, [env.stratum(e) for e in train], cfg.seed)

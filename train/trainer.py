@@ -118,7 +118,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     prefetch = _Prefetch(orchestrator, loop, cfg)
     progress = _progress(cfg, accelerator, start_step)
     for step in range(start_step, cfg.max_steps):
-        (rollouts, cursor), t_wait = _timed(prefetch.take, step)
+        (rollouts, cursor, shares), t_wait = _timed(prefetch.take, step)
         check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
         batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
@@ -126,6 +126,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         metrics = {
             **step_metrics(rollouts, step, cfg, batch_stats, seconds),
             **env.step_metrics(rollouts.all_states),
+            **shares,
         }
         _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
         progress(step + 1, metrics)
@@ -316,7 +317,7 @@ def _log_and_save(
     rollouts: Any,
     step: int,
     metrics: dict[str, float],
-    cursor: dict[str, int],
+    cursor: dict[str, Any],
 ) -> None:
     """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
     from train.checkpoint import save_checkpoint
@@ -406,22 +407,23 @@ class _Worker:
 
 class _Prefetch:
     """Steps' rollouts requested up to ``rollout.max_off_policy_steps`` ahead of the trainer, each with the
-    data cursor a checkpoint of that step must hold (taken when its examples were)."""
+    data cursor a checkpoint of that step must hold and its examples per stratum (taken when its examples
+    were)."""
 
     def __init__(self, orchestrator: Any, loop: _Loop, cfg: TrainConfig) -> None:
         self.orchestrator, self.loop, self.cfg = orchestrator, loop, cfg
         self.pending: dict[int, concurrent.futures.Future[Any]] = {}
-        self.cursors: dict[int, dict[str, int]] = {}
+        self.taken: dict[int, tuple[dict[str, Any], dict[str, float]]] = {}
 
-    def take(self, step: int) -> tuple[Any, dict[str, int]]:
-        """``step``'s rollouts (waiting for them) and cursor; first requests the steps ahead with the
-        weights of ``step`` optimiser steps."""
+    def take(self, step: int) -> tuple[Any, dict[str, Any], dict[str, float]]:
+        """``step``'s rollouts (waiting for them), cursor and shares of the strata (metrics); first requests
+        the steps ahead with the weights of ``step`` optimiser steps."""
         for ahead in range(self.cfg.rollout.max_off_policy_steps + 1):
             k = step + ahead
             if k < self.cfg.max_steps and k not in self.pending:
                 self.pending[k] = self.loop.submit(self.orchestrator.produce(k, policy_version=step))
-                self.cursors[k] = self.orchestrator.cursor.state()
-        return self.pending.pop(step).result(), self.cursors.pop(step)
+                self.taken[k] = (self.orchestrator.cursor.state(), self.orchestrator.shares())
+        return self.pending.pop(step).result(), *self.taken.pop(step)
 
 
 def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:

@@ -379,6 +379,21 @@ async def test_a_prompt_over_the_budget_is_an_error_and_runs_no_walk(tiny_model_
     assert "progress" not in state
 
 
+def test_the_stratum_of_a_scenario_is_the_ground_truth_of_the_rubric_s_roots() -> None:
+    unsafe = Scenario(prompt="A woman fell.", answers={"safety": {"answer": 0}}, name="fall")  # 0 reads 0.0
+    env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO, unsafe], tokenizer=None)
+    assert [env.stratum(e) for e in env.dataset] == ["safety=1.0", "safety=0.0"]
+    # two roots: both, in the rubric's order; a root the scenario does not answer is None
+    consent = BinaryRequirement(name="consent", question="Consent?", rules={1.0: {"any": ["agrees"]}})
+    two = MultiStepRubric([*reveal_rubric().requirements, consent], [RuleJudge()])
+    assert two.roots == ["safety", "consent"]
+    agrees = Scenario(prompt="He nods.", answers={"safety": 1.0, "consent": 1.0}, name="nod")
+    env = MultiStepMultiTurnEnv(two, [agrees, unsafe], tokenizer=None)
+    assert [env.stratum(e) for e in env.dataset] == ["safety=1.0,consent=1.0", "safety=0.0,consent=None"]
+    plain = SingleTurnEnv([{"prompt": "2+2?", "answer": "4"}], Rubric(funcs=[]), tokenizer=None)
+    assert plain.stratum(plain.dataset[0]) is None  # the default: no strata
+
+
 class StoppingEnv(MultiTurnEnv):
     """Stops on a reply that says "stop" (with the reason the reply names, if any)."""
 

@@ -16,8 +16,9 @@ pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
 from rubrics import Rubric
 from rubrics.types import State
 from tests.support.scripted_backend import ScriptedBackend
-from train.config import AdvantageConfig
-from train.orchestrator import DataCursor, Orchestrator, StepRollouts
+from train.config import AdvantageConfig, TrainConfig
+from train.orchestrator import Orchestrator, StepRollouts
+from train.sampling import DataCursor
 
 
 def _score(completion: str) -> float:
@@ -40,6 +41,9 @@ class FakeEnv:
         ]
         await self.rubric.score_rewards(states)  # as Environment.run_group: advantages are the step's
         return states
+
+    def stratum(self, example: dict[str, Any]) -> str | None:
+        return example.get("stratum")
 
 
 def _orchestrator(
@@ -74,18 +78,6 @@ def _produced_ids(orch: Orchestrator, steps: range) -> list[list[int]]:
     return out
 
 
-def test_cursor_walks_a_fresh_seeded_shuffle_every_epoch() -> None:
-    # seed 7, n 5: epoch e is range(5) shuffled by random.Random(7 * 1_000_003 + e):
-    # epoch 0 [3, 0, 2, 4, 1], epoch 1 [0, 2, 3, 4, 1], epoch 2 [1, 4, 0, 2, 3]
-    cursor = DataCursor(5, seed=7)
-    assert cursor.take(7) == [3, 0, 2, 4, 1, 0, 2]
-    assert cursor.state() == {"epoch": 1, "position": 2}
-    assert cursor.take(4) == [3, 4, 1, 1]
-    assert cursor.state() == {"epoch": 2, "position": 1}
-    with pytest.raises(ValueError, match="no training examples"):
-        DataCursor(0, seed=7)
-
-
 def test_produce_takes_the_examples_at_call_time() -> None:
     orch, env = _orchestrator(_examples(5), prompts_per_step=2)
     coroutine = orch.produce(0, policy_version=0)
@@ -110,6 +102,31 @@ def test_a_restored_cursor_continues_the_uninterrupted_sequence() -> None:
     resumed, _ = _orchestrator(_examples(5), prompts_per_step=2, cursor=saved)
     got += _produced_ids(resumed, range(3, 5))
     assert got == want == [[3, 0], [2, 4], [1, 0], [2, 3], [4, 1]]
+
+
+def _from_config(sampler: str, examples: list[dict[str, Any]], cursor: Any = None) -> Orchestrator:
+    cfg = TrainConfig.model_validate({"rollout": {"sampler": sampler, "prompts_per_step": 2}})
+    return Orchestrator.from_config(cfg, FakeEnv(), None, examples, 7, cursor)  # type: ignore[arg-type]
+
+
+def test_the_balanced_sampler_takes_one_example_of_each_stratum_a_step_and_logs_the_shares() -> None:
+    examples = [{**e, "stratum": "safe" if e["id"] < 4 else "unsafe"} for e in _examples(6)]
+    orch = _from_config("balanced", examples)
+    assert orch.shares() == {"sampler/stratum/safe": 0.0, "sampler/stratum/unsafe": 0.0}  # nothing taken yet
+    steps = _produced_ids(orch, range(6))
+    assert [[i < 4 for i in ids] for ids in steps] == [[True, False]] * 6  # "safe" sorts first
+    assert orch.shares() == {"sampler/stratum/safe": 1.0, "sampler/stratum/unsafe": 1.0}
+    # each stratum is walked whole before repeating: the 4 safe ones, then the 2 unsafe ones three times
+    safe, unsafe = [ids[0] for ids in steps], [ids[1] for ids in steps]
+    assert sorted(safe[:4]) == [0, 1, 2, 3] and sorted(unsafe[:2]) == sorted(unsafe[2:4]) == [4, 5]
+    resumed = _from_config("balanced", examples, orch.cursor.state())
+    assert _produced_ids(resumed, range(6, 8)) == _produced_ids(orch, range(6, 8))
+    # the shuffle sampler takes its own order whatever the strata, and logs their shares too
+    shuffled = _from_config("shuffle", examples)
+    first = DataCursor(6, seed=7).take(2)
+    assert _produced_ids(shuffled, range(1)) == [first]
+    safe_ones = sum(i < 4 for i in first)
+    assert shuffled.shares() == {"sampler/stratum/safe": safe_ones, "sampler/stratum/unsafe": 2 - safe_ones}
 
 
 # ids: 0 has signal, 1 has zero variance, 2 is all errored, 3 has signal and one errored rollout

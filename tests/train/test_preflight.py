@@ -137,3 +137,34 @@ def test_a_criteria_file_with_bad_lines_is_refused_whole_before_any_model_loads(
     )
     code, err, config = _run(tmp_path, capsys, text=CRITERIA_CONFIG.replace("DATA", str(data)))
     assert code == 2 and trainer == [] and f"{config}: env.judge_base_url: 2 example(s)" in err
+
+
+def test_a_balanced_sampler_with_nothing_to_balance_is_refused_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trainer: list[object]
+) -> None:
+    import yaml
+
+    balanced = CONFIG + "rollout:\n  sampler: balanced\n"  # rollout.sampler on line 12
+    code, err, _ = _run(tmp_path, capsys, text=balanced)  # safe scenes and unsafe ones: two strata
+    assert code == 0 and len(trainer) == 1, err
+    trainer.clear()
+    # the safe scenes only: one stratum, nothing to balance
+    scenarios = yaml.safe_load((ROOT / "configs/scenarios/first_responder_train.yaml").read_text())
+    safe = [s for s in scenarios["scenarios"] if s["answers"]["scene_safety"]["answer"] == 1.0]
+    assert 0 < len(safe) < len(scenarios["scenarios"])
+    only_safe = tmp_path / "safe.yaml"
+    only_safe.write_text(yaml.safe_dump({**scenarios, "scenarios": safe}))
+    code, err, config = _run(tmp_path, capsys, f"env.scenarios={only_safe}", text=balanced)
+    expected = (
+        f"train: {config}:12: rollout.sampler: 'balanced' needs at least two strata to balance, and every "
+        "training example is in 'scene_safety=1.0'; use 'shuffle'\n"
+    )
+    assert (code, err, trainer) == (2, expected, [])
+    # an environment without strata
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": "2+2?", "answer": "4"}\n' * 8)
+    single = ["env.type=single_turn", "env.rubric=rubrics.examples:toy_vowels", f"env.data={data}"]
+    code, err, config = _run(tmp_path, capsys, *single, "rollout.sampler=balanced")
+    assert (code, trainer) == (2, []) and err.startswith(
+        f"train: {config}: rollout.sampler: 'balanced' shares each step out between the strata"
+    )

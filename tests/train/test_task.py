@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ def test_held_out_scenarios_are_not_trained_on(tiny_model_dir: Path, monkeypatch
     env, train, held = build_task(load_config(CONFIG), tokenizer)
     assert len(held) == 16 and len(train) == 48 and not names(train) & names(held)
     assert isinstance(env.multistep_rubric.judges[env.multistep_rubric.default_judge], RuleJudge)
+    # safe scenes and unsafe ones in equal numbers: the strata the balanced sampler shares every step out to
+    strata = Counter(env.stratum(e) for e in train)
+    assert strata == {"scene_safety=0.0": len(train) // 2, "scene_safety=1.0": len(train) // 2}
     # one file split by env.eval_fraction
     _, train, held = build_task(load_config(CONFIG, SPLIT_ONE_FILE), tokenizer)
     assert len(held) == 3 and len(train) == 10 and not names(train) & names(held)

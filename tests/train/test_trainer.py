@@ -55,6 +55,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         tmp_path / "run",
         "max_steps=2",
         "rollout.prompts_per_step=2",
+        "rollout.sampler=balanced",  # one safe scene and one unsafe a step
         "rollout.group_size=2",
         "rollout.max_tokens=8",
         "optim.micro_batch_size=2",
@@ -78,6 +79,10 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         for key in ("diversity/distinct_fraction", "diversity/repetition_rate", "time/train_s", "turns/mean"):
             assert key in r
         assert r["time/rollout_generate_s"] > 0 and r["time/rollout_judge_s"] > 0
+        assert r["sampler/stratum/scene_safety=0.0"] == r["sampler/stratum/scene_safety=1.0"] == 1.0
+    last = json.loads((run / "checkpoints" / "step_000002" / "trainer_state.json").read_text())
+    cursor = last["extra"]["cursor"]
+    assert cursor["sampler"] == "balanced" and cursor["drawn"] == 4  # 2 steps of 2
     peak_now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # this process ran the trainer
     peaks = [r["memory/peak_rss_gib"] for r in steps]
     assert 0.1 < peaks[0] <= peaks[1] <= peak_now  # a running maximum, in GiB
