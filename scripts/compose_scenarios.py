@@ -9,19 +9,22 @@ demonstrations of the training split, ``first_responder_train_demos.jsonl``: eac
 replies played through the progressive-reveal walk (the conversation a perfect policy has, reveals included),
 for the trainer's supervised warm start (``warm_start.demonstrations``). The held-out split has none.
 
-The choice is deterministic and balanced: in training each patient meets three scenes whose setting fits
-it, alternately two safe and one unsafe or one safe and two unsafe (so the root is 50/50), rotating through
-the scenes so that every hazard type is met; held out, each patient meets one scene, safe and unsafe
-alternately. The two splits share no scene and word their prompts differently (the template, and each
-patient's call, first sight and first look), so no (scene, patient) pair of the held-out set is seen in
-training. Every patient also carries the ideal reply of each turn (``ideal_turns``), which the tests drive
-through the progressive-reveal walk.
+The choice is deterministic and balanced: in training each patient meets three scenes whose setting fits it,
+alternately two safe and one unsafe or one safe and two unsafe (so the root is 50/50), rotating through the
+scenes so that every hazard type is met; held out, each patient meets one scene, safe and unsafe alternately,
+and each patient of ``conditions`` one safe and one unsafe. Held out, the scenes are spread: each pick is the
+fitting scene met least so far (over both held-out sets), so no scene serves two scenarios of one set and the
+size-up, which the scene alone decides, is measured on as many scenes as there are scenarios. The two splits
+share no scene and word their prompts differently (the template, and each patient's call, first sight and
+first look), so no (scene, patient) pair of the held-out set is seen in training. Every patient also carries
+the ideal reply of each turn (``ideal_turns``), which the tests drive through the progressive-reveal walk.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +65,9 @@ def _pick(scenes: list[dict[str, Any]], start: int, count: int) -> list[dict[str
 def pairs(parts: dict[str, Any], split: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The (scene, patient) pairs of a split, in a fixed order."""
     scenes = [s for s in parts["scenes"] if s["split"] == ("heldout" if split == "conditions" else split)]
-    chosen = []
     patients = [p for p in parts["patients"] if bool(p.get("new_condition")) == (split == "conditions")]
+    chosen = []
+    wanted: list[tuple[dict[str, Any], bool]] = []  # held out: (patient, in an unsafe scene?) per scenario
     for i, patient in enumerate(patients):
         fits = [s for s in scenes if s["setting"] in patient["settings"]]
         safe = [s for s in fits if "hazard_type" not in s]
@@ -72,13 +76,36 @@ def pairs(parts: dict[str, Any], split: str) -> list[tuple[dict[str, Any], dict[
             raise ValueError(f"patient {patient['name']!r}: no safe or no unsafe {split} scene fits it")
         if split == "train":
             n_safe = 2 if i % 2 == 0 else 1
-            picked = _pick(safe, i, n_safe) + _pick(unsafe, i, 3 - n_safe)
+            chosen += [(scene, patient) for scene in _pick(safe, i, n_safe) + _pick(unsafe, i, 3 - n_safe)]
         elif split == "conditions":
-            picked = _pick(safe, i, 1) + _pick(unsafe, i, 1)
+            wanted += [(patient, False), (patient, True)]
         else:
-            picked = _pick(safe if i % 2 == 0 else unsafe, i // 2, 1)
-        chosen += [(scene, patient) for scene in picked]
-    return chosen
+            wanted.append((patient, i % 2 == 1))
+    if split == "train":
+        return chosen
+    return _spread(scenes, wanted, pairs(parts, "heldout") if split == "conditions" else [])
+
+
+def _spread(
+    scenes: list[dict[str, Any]],
+    wanted: list[tuple[dict[str, Any], bool]],
+    taken: list[tuple[dict[str, Any], dict[str, Any]]],
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A scene for each (patient, unsafe?) of ``wanted``: the fitting scene of that kind used least so far (by
+    ``taken``, then by the earlier picks; the first in file order on a tie), the patients with the fewest
+    fitting scenes picking first: a greedy spread (tests/rubrics/multistep/test_scenario_sets.py checks that
+    no held-out set repeats a scene)."""
+    uses = Counter(scene["name"] for scene, _ in taken)
+
+    def options(k: int) -> list[dict[str, Any]]:
+        patient, unsafe = wanted[k]
+        return [s for s in scenes if s["setting"] in patient["settings"] and ("hazard_type" in s) == unsafe]
+
+    picked: dict[int, dict[str, Any]] = {}
+    for k in sorted(range(len(wanted)), key=lambda k: len(options(k))):
+        picked[k] = min(options(k), key=lambda s: uses[s["name"]])
+        uses[picked[k]["name"]] += 1
+    return [(picked[k], patient) for k, (patient, _) in enumerate(wanted)]
 
 
 def _worded(text: str | dict[str, str], split: str) -> str:

@@ -84,11 +84,43 @@ def test_heldout_shares_no_scene_and_no_pair_with_training() -> None:
     assert parts["templates"]["train"] != parts["templates"]["heldout"]
 
 
-def test_heldout_prompts_are_worded_differently(rubric: MultiStepRubric) -> None:
-    """No sentence of a held-out prompt appears in any training prompt: the held-out set measures
-    generalisation to new wording, not recall."""
+HELD_OUT_SCENES = 18
+"""The fewest held-out scenes: the size-up (``scene_safety``, then ``hazard_type``) is decided by the scene
+alone, so its held-out rates rest on as many independent pieces of evidence as there are scenes."""
+
+
+def test_heldout_sets_spread_over_many_scenes_no_training_scenario_has(rubric: MultiStepRubric) -> None:
+    """Every held-out scene is played, none by a training scenario (nor set in a training scene's place), and no
+    held-out set plays a scene twice: a set's intervals, clustered by scenario, are then clustered by scene too,
+    the unit the size-up depends on. The held-out scenes are half safe, and the unsafe ones cover every
+    ``hazard_type`` of the rubric."""
+    compose = composer()
+    parts = compose.load_parts()
+    scenes = [s for s in parts["scenes"] if s["split"] == "heldout"]
+    train = {s["name"] for s, _ in compose.pairs(parts, "train")}
+    played: set[str] = set()
+    for split in ("heldout", "conditions"):
+        names = [s["name"] for s, _ in compose.pairs(parts, split)]
+        assert len(names) == len(set(names)), f"{split}: a scene serves two scenarios"
+        played |= set(names)
+    assert len(scenes) >= HELD_OUT_SCENES and played == {s["name"] for s in scenes} and not played & train
+    places = {s["place"] for s in parts["scenes"] if s["split"] == "train"}
+    assert not places & {s["place"] for s in scenes}, "a held-out scene is set where a training scene is"
+    hazards = Counter(s.get("hazard_type") for s in scenes)
+    safe = hazards.pop(None, 0)
+    assert abs(safe - sum(hazards.values())) <= 1, f"{safe} safe held-out scenes, unsafe ones: {hazards}"
+    options = next(getattr(r, "options", {}) for r in rubric.requirements if r.name == "hazard_type")
+    assert set(hazards) == set(options), (
+        f"held-out hazard types {sorted(hazards)}, the rubric's {sorted(options)}"
+    )
+
+
+@pytest.mark.parametrize("split", ["heldout", "heldout_conditions"])
+def test_heldout_prompts_are_worded_differently(rubric: MultiStepRubric, split: str) -> None:
+    """No sentence of a held-out prompt appears in any training prompt: the held-out sets measure
+    generalisation to new wording and new scenes, not recall."""
     train = " ".join(str(s.prompt) for s in load_scenarios(split_file("train"), rubric))
-    for s in load_scenarios(split_file("heldout"), rubric):
+    for s in load_scenarios(split_file(split), rubric):
         sentences = [x.strip() for x in re.split(r"(?<=[.?!])\s+", str(s.prompt)) if len(x.strip()) > 25]
         assert sentences and not [x for x in sentences if x in train], s.name
 
