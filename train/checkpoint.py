@@ -10,6 +10,8 @@ Layout of a run folder::
             random_states_0.pkl  /   and the python / numpy / torch RNG states of each process
             trainer_state.json   step and the trainer's ``extra`` (data cursor, wandb run id); written last
             model/               only in a checkpoint saved with ``model=``: ``save_pretrained`` output
+                                 (of a LoRA run: the merged model)
+            adapter/             a LoRA run's adapter, in place of model.safetensors (``train.lora``)
         step_000020/
         latest                   text file naming the newest complete checkpoint (``step_000020``)
 
@@ -158,10 +160,15 @@ def _is_complete(path: Path) -> bool:
 
 
 def _save_plain_model(accelerator: Any, model: Any, tokenizer: Any, out: Path) -> None:
-    """``save_pretrained`` of the unwrapped model (weights gathered on every process first)."""
+    """``save_pretrained`` of the unwrapped model (weights gathered on every process first); of a LoRA model,
+    the plain architecture with the adapter merged in (``envs.models.adapters``)."""
+    from envs.models.adapters import is_adapted, merged_state_dict
+
     state_dict = accelerator.get_state_dict(model)  # collective under ZeRO-3
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
+        if is_adapted(unwrapped):  # the adapter alone is the checkpoint's adapter/ (train.lora)
+            unwrapped, state_dict = unwrapped.get_base_model(), merged_state_dict(unwrapped)
         unwrapped.save_pretrained(str(out), state_dict=state_dict, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(out))

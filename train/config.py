@@ -17,6 +17,37 @@ from envs.config import EnvConfig, Section
 from rubrics.loading import FileLoadError, load_yaml_file, parse_yaml
 
 
+class LoraConfig(Section):
+    """LoRA through peft: the base weights stay frozen and only a low-rank adapter per linear layer trains
+    (``docs/training.md``, LoRA). A 7B model's full fine-tune does not fit one 80 GB GPU; its adapter does."""
+
+    r: int = Field(16, ge=1)
+    """Rank of each adapter: ``W + B @ A * alpha / r`` with ``A`` [r, in] and ``B`` [out, r]."""
+    alpha: float = Field(32.0, gt=0.0, allow_inf_nan=False)
+    """Scale of the adapter's update, ``alpha / r`` (peft's ``lora_alpha``)."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapter's input while training (peft's ``lora_dropout``); the sampler never drops."""
+    target_modules: list[str] | None = None
+    """Names (the last part of a module's dotted name, e.g. ``q_proj``) of the linear layers to adapt.
+    Default None: every ``nn.Linear`` of the architecture but the output head (for Qwen2 and Llama:
+    ``q_proj k_proj v_proj o_proj gate_proj up_proj down_proj``). The output head is never adapted."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _named_layers(cls, names: list[str] | None) -> list[str] | None:
+        if names is None:
+            return None
+        if not names:
+            raise ValueError("expected at least one layer name, or no value for every linear layer")
+        if any(not name.strip() or "." in name for name in names):
+            raise ValueError(f"expected module names such as q_proj (no dots, not empty), got {names}")
+        if "lm_head" in names:
+            raise ValueError("the output head (lm_head) is not adapted: leave it out")
+        if len(set(names)) < len(names):
+            raise ValueError(f"a layer is named twice: {names}")
+        return names
+
+
 class ModelConfig(Section):
     """The policy."""
 
@@ -35,6 +66,11 @@ class ModelConfig(Section):
     that should be fast on any machine (the main job does). Set ``bf16`` only on such hardware: where bf16
     is emulated the step is many times slower (``docs/results.md``). DeepSpeed launches take their
     precision from the DeepSpeed config instead."""
+
+    lora: LoraConfig | None = None
+    """Train a LoRA adapter instead of every weight (``lora: {}`` takes the defaults). Default None: full
+    weights. The KL reference is then the policy with its adapter off, checkpoints hold the adapter, and the
+    final ``model/`` is the merged model (``docs/training.md``, LoRA)."""
 
     @field_validator("mixed_precision", mode="before")
     @classmethod
@@ -289,6 +325,16 @@ class TrainConfig(Section):
             raise ValueError("loss.max_completion_length must be at least rollout.max_tokens")
         if self.rollout.max_tokens >= self.env.max_total_tokens:
             raise ValueError("rollout.max_tokens must be smaller than env.max_total_tokens")
+        if self.model.lora is not None and self.rollout.backend != "local":
+            raise ValueError(
+                "model.lora: backend 'vllm' does not receive adapted weights yet (the weight sync pushes the full "
+                "model); use rollout.backend 'local'"
+            )
+        if self.model.lora is not None and self.warm_start.demonstrations:
+            raise ValueError(
+                "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, not "
+                "the warm-started one); warm-start without LoRA and set model.name_or_path to its folder"
+            )
         if self.advantage.credit == "turn" and self.env.type != "multistep":
             raise ValueError(
                 f"advantage.credit: 'turn' credits each reply by the requirement it answered, which only "

@@ -3,7 +3,8 @@
 Departures from textbook GRPO (each a config switch):
 - loss normalisation ``dapo`` by default (token-level over the whole step; ``grpo``, ``dr_grpo``, ``bnpo``
   available) and asymmetric clipping (``epsilon``, ``epsilon_high``);
-- no KL term by default (``beta=0``; with ``beta > 0`` a frozen reference model and the k3 estimator);
+- no KL term by default (``beta=0``; with ``beta > 0`` a frozen reference model and the k3 estimator; under
+  ``model.lora`` the reference is the policy with its adapter off);
 - truncated importance-sampling correction against the inference engine's logprobs, on by default;
 - one policy update per batch (old logprobs are the current policy's), optionally generated up to
   ``max_off_policy_steps`` batches ahead of the trainer;
@@ -152,9 +153,10 @@ class Policy:
     model: Any
     """The prepared (accelerate-wrapped) policy."""
     ref_model: Any | None
-    """The frozen reference model of the KL term (``loss.beta > 0``), else None."""
+    """The frozen reference model of the KL term (``loss.beta > 0``), else None; under LoRA the policy with
+    its adapter off (``train.lora.AdapterOff``), not a second model."""
     optimizer: Any
-    """AdamW over the policy's parameters (prepared)."""
+    """AdamW over the policy's trainable parameters: all of them, or the LoRA adapter's (prepared)."""
     scheduler: Any
     """The learning-rate schedule (prepared; stepped once per optimiser step)."""
     tokenizer: Any
@@ -196,25 +198,32 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
 
     from envs.models import resolve_model
     from envs.models.loading import load_causal_lm
+    from train.lora import AdapterOff, adapt, save_adapter_checkpoints
 
     model_dir = resolve_model(cfg.model.name_or_path)
     dtype = getattr(torch, cfg.model.dtype)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = load_causal_lm(model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation)
+    if cfg.model.lora is not None:  # only the adapter trains (train.lora)
+        model = adapt(model, cfg.model.lora)
     check_updates_land(model, cfg)
     if cfg.model.gradient_checkpointing:
         # transformers 5.25 renamed it; the old name warns on every run (5.24, the oldest allowed, has only it)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     ref_model = None
-    if cfg.loss.beta > 0:
+    if cfg.loss.beta > 0 and cfg.model.lora is None:
         ref_model = load_causal_lm(model_dir, dtype=dtype).eval().requires_grad_(False)
         ref_model = ref_model.to(accelerator.device)
     optim = cfg.optim
+    trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=optim.learning_rate, betas=optim.adam_betas, weight_decay=optim.weight_decay
+        trainable, lr=optim.learning_rate, betas=optim.adam_betas, weight_decay=optim.weight_decay
     )
     scheduler = get_scheduler(optim.schedule, optimizer, optim.warmup_steps, cfg.max_steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    if cfg.model.lora is not None:  # the reference is the policy with its adapter off: no second model
+        ref_model = AdapterOff(accelerator.unwrap_model(model)) if cfg.loss.beta > 0 else None
+        save_adapter_checkpoints(accelerator)
     return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
 
 
@@ -238,7 +247,9 @@ def check_updates_land(model: Any, cfg: TrainConfig, max_lost: float = 0.5) -> N
     lr = cfg.optim.learning_rate
     lost = total = 0
     with torch.no_grad():
-        for p in model.parameters():
+        for p in model.parameters():  # under LoRA: the adapter alone (peft keeps it in float32)
+            if not p.requires_grad or p.dtype != getattr(torch, cfg.model.dtype):
+                continue
             lost += int((p.detach().abs().float() * 2.0 ** -(bits + 1) > lr).sum())
             total += p.numel()
     if lost > max_lost * total:

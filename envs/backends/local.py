@@ -26,6 +26,7 @@ from typing import Any
 
 from envs.backends.base import Sample, SamplingParams, WeightSource
 from envs.backends.decode import DecodeStats, Decoding, decode, packed_linears
+from envs.models.adapters import is_adapted, merged_weights, plain_copy
 
 
 @dataclass
@@ -260,9 +261,12 @@ class LocalBackend:
     def _copy_weights(self, policy: Any, step: int) -> None:
         import torch
 
-        with self.lock, torch.no_grad():  # same architecture: the parameters pair up in order
-            for target, source in zip(self.model.parameters(), policy.parameters(), strict=True):
-                target.copy_(source)
+        with self.lock, torch.no_grad():
+            if is_adapted(policy):  # LoRA: each adapted weight merged, W + B @ A * alpha / r, then copied
+                _copy_merged(self.model, policy)
+            else:  # same architecture: the parameters pair up in order
+                for target, source in zip(self.model.parameters(), policy.parameters(), strict=True):
+                    target.copy_(source)
             self.weight_version = step
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
@@ -278,17 +282,34 @@ class LocalBackend:
 
 
 def _sampling_copy(policy: Any, dtype: str | None) -> Any:
-    """``policy`` itself, or a frozen copy of it in ``dtype`` when that differs from the policy's dtype."""
+    """``policy`` itself, or a frozen copy of it in ``dtype`` when that differs from the policy's dtype. A
+    LoRA-adapted policy is always copied: a plain model of its architecture holding the merged weights,
+    which samples faster than peft's forward (``envs.models.adapters``)."""
     import copy
 
     import torch
 
-    if dtype is None or getattr(torch, dtype) == next(policy.parameters()).dtype:
+    adapted = is_adapted(policy)
+    if not adapted and (dtype is None or getattr(torch, dtype) == next(policy.parameters()).dtype):
         return policy
-    sampler = copy.deepcopy(policy).to(getattr(torch, dtype))
+    sampler = plain_copy(policy) if adapted else copy.deepcopy(policy)
+    sampler = sampler.to(getattr(torch, dtype)) if dtype is not None else sampler
     for wrapper in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs plain
         sampler.__dict__.pop(wrapper, None)
     return sampler.eval().requires_grad_(False)
+
+
+def _copy_merged(sampler: Any, policy: Any) -> None:
+    """Copy the adapted ``policy``'s merged weights into the plain ``sampler``, one weight at a time."""
+    targets = dict(sampler.named_parameters(remove_duplicate=False))
+    missing = set(targets)
+    for name, tensor in merged_weights(policy):
+        if name not in targets:
+            raise KeyError(f"the sampling copy has no parameter {name}")
+        targets[name].copy_(tensor)
+        missing.discard(name)
+    if missing:
+        raise KeyError(f"the adapted policy gave no weights for {sorted(missing)[:5]}")
 
 
 def _batch_key(params: SamplingParams) -> tuple[Any, ...]:

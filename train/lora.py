@@ -1,0 +1,120 @@
+"""LoRA through peft (``model.lora``): the adapter, its KL reference and its checkpoints.
+
+- ``adapt`` wraps the loaded model in a peft ``PeftModel``: every base weight frozen, one adapter on each
+  targeted linear layer (default: every ``nn.Linear`` but the output head, ``linear_layer_names``), and only
+  the adapter's parameters trainable, so only they are in the optimiser.
+- ``AdapterOff`` is the KL reference of a LoRA run: the same module, called with its adapter disabled
+  (peft's ``disable_adapter``), so the base model's logprobs come without a second copy of the weights.
+- ``save_adapter_checkpoints`` makes ``accelerator.save_state`` write the adapter (``adapter/``, peft's own
+  format) instead of the whole model, and ``load_state`` read it back; the optimiser, schedule and RNG
+  states are accelerate's as for full weights, so a resume is exact.
+
+The merged weights (``W + B @ A * alpha / r``) that the local backend samples from and the final ``model/``
+holds are computed in ``envs.models.adapters``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from train.config import LoraConfig
+
+ADAPTER_DIR = "adapter"
+"""Sub-folder of a checkpoint holding the adapter (``adapter_config.json``, ``adapter_model.safetensors``)."""
+
+
+def linear_layer_names(model: Any) -> list[str]:
+    """The distinct last names of ``model``'s ``nn.Linear`` modules, the output head left out (for Qwen2:
+    ``down_proj gate_proj k_proj o_proj q_proj up_proj v_proj``)."""
+    import torch
+
+    head = model.get_output_embeddings()
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and module is not head
+        }
+    )
+
+
+def adapt(model: Any, lora: LoraConfig) -> Any:
+    """``model`` wrapped in a peft model with a fresh LoRA adapter of ``lora``; only the adapter trains.
+
+    Raises:
+        ValueError: naming ``model.lora.target_modules`` when a name is not a linear layer of the model."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    linear = linear_layer_names(model)
+    targets = lora.target_modules or linear
+    if unknown := sorted(set(targets) - set(linear)):
+        raise ValueError(
+            f"model.lora.target_modules: {unknown} are not linear layers of the model (the output head is never "
+            f"adapted); its linear layers are {linear}"
+        )
+    peft_config = PeftLoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,  # type: ignore[arg-type]  # annotated int; peft only divides it by r
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_config)
+
+
+class AdapterOff:
+    """The policy with its adapter switched off: the base model, for the KL term of a LoRA run.
+
+    Called as a model (``forward_logprobs`` does); the call runs the policy's unwrapped module in eval mode
+    (as a separately loaded reference would be) inside peft's ``disable_adapter``, and restores the mode."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        """The unwrapped peft policy (its forward, not DDP's: the reference needs no gradient sync)."""
+
+    def __call__(self, **inputs: Any) -> Any:
+        training = self.module.training
+        self.module.eval()
+        try:
+            with self.module.disable_adapter():
+                return self.module(**inputs)
+        finally:
+            self.module.train(training)
+
+
+def save_adapter_checkpoints(accelerator: Any) -> None:
+    """Have ``accelerator.save_state`` write each adapted model's adapter to ``<checkpoint>/adapter/`` instead
+    of its full weights, and ``load_state`` load it back (accelerate's save and load hooks). Under
+    DeepSpeed the engine saves its own model state and these hooks leave it alone."""
+    from envs.models.adapters import is_adapted
+
+    def save(models: list[Any], weights: list[Any], output_dir: str) -> None:
+        if len(weights) != len(models):  # DeepSpeed, FSDP: saved by the engine
+            return
+        for i in reversed(range(len(models))):
+            module = accelerator.unwrap_model(models[i])
+            if is_adapted(module):
+                if accelerator.is_main_process:
+                    module.save_pretrained(str(Path(output_dir) / ADAPTER_DIR), safe_serialization=True)
+                weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
+
+    def load(models: list[Any], input_dir: str) -> None:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        for i in reversed(range(len(models))):
+            module = accelerator.unwrap_model(models[i])
+            if is_adapted(module):
+                saved = load_file(str(Path(input_dir) / ADAPTER_DIR / "adapter_model.safetensors"))
+                result = set_peft_model_state_dict(module, saved)
+                if unexpected := getattr(result, "unexpected_keys", None):
+                    raise KeyError(
+                        f"{input_dir}: the saved adapter has weights the model lacks: {unexpected[:5]}"
+                    )
+                models.pop(i)
+
+    accelerator.register_save_state_pre_hook(save)
+    accelerator.register_load_state_pre_hook(load)
