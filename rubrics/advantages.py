@@ -221,8 +221,9 @@ def assign_reply_advantages(
     reward-to-go in the step). A reply alone at its node, or in a pool with zero variance, gets 0.0: it has no
     baseline. Errored rollouts get 0.0 for every reply and join no pool. The first replies of a group all
     answer the root and their reward-to-go is the reward, so under ``group`` and ``none``
-    ``state["advantage"]`` equals the episode advantage. A group is ``zero_variance`` when no pool of it has signal; it is not kept when no rollout is
-    healthy, or when it has zero variance and ``drop_zero_variance``."""
+    ``state["advantage"]`` equals the episode advantage. A group is ``zero_variance`` when no pool of it has
+    signal; it is not kept when no rollout is healthy, or when it has zero variance and
+    ``drop_zero_variance``."""
     pools: list[tuple[int, list[tuple[int, int]], list[float]]] = []  # (group, [(rollout, reply)], values)
     healthy_N = []
     for g, states in enumerate(groups):
