@@ -26,7 +26,8 @@ Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_c
 Credit per reply (``assign_reply_advantages``, ``advantage.credit: turn``; ``docs/training.md`` has the
 formula): each model reply of a multi-turn rollout gets its own advantage, its reward-to-go normalised among
 the group's replies that answered the same requirement node, under the same conventions: the node's replies
-play the part of the group's rollouts.
+play the part of the group's rollouts. ``assign_mixed_advantages`` (``advantage.credit: mixed``) adds that
+per-node term, weighted, to the episode advantage, as GiGPO does.
 """
 
 from __future__ import annotations
@@ -256,3 +257,27 @@ def assign_reply_advantages(
         dropped = healthy_N[g] == 0 or (zero_variance and drop_zero_variance)
         out.append(ScoredGroup(states=list(states), zero_variance=zero_variance, kept=not dropped))
     return out
+
+
+def assign_mixed_advantages(
+    groups: Sequence[Sequence[State]],
+    credit: Callable[[State], Sequence[ReplyCredit]],
+    node_weight: float,
+    scale: Scale = "group",
+    drop_zero_variance: bool = False,
+    eps: float = EPS,
+) -> list[ScoredGroup]:
+    """Episode plus per-node credit (GiGPO's sum): reply k of rollout i gets
+    ``A_episode(i) + node_weight * A_node(i, k)``, with ``A_episode`` from ``assign_advantages`` and ``A_node``
+    from ``assign_reply_advantages``, both under ``scale``. A reply alone at its node (``A_node`` 0.0) keeps
+    the episode advantage, so no reply loses its gradient; an errored rollout still gets 0.0.
+    ``state["advantage"]`` is the episode advantage; the groups kept are those of ``assign_reply_advantages``
+    (the root's pool is the episode group, so a group with episode signal is never dropped)."""
+    assign_advantages(groups, scale, False, eps)
+    episode_N = [[state["advantage"] for state in states] for states in groups]
+    scored = assign_reply_advantages(groups, credit, scale, drop_zero_variance, eps)
+    for states, episode_G in zip(groups, episode_N, strict=True):
+        for state, episode in zip(states, episode_G, strict=True):
+            state["reply_advantages"] = [episode + node_weight * a for a in state["reply_advantages"]]
+            state["advantage"] = episode
+    return scored

@@ -159,19 +159,33 @@ class AdvantageConfig(Section):
     drop_zero_variance_groups: bool = True
     """Leave out groups whose rewards are all equal (they carry no signal); always counted. Under ``turn``
     credit: groups in which no requirement node has signal."""
-    credit: Literal["episode", "turn"] = "episode"
+    credit: Literal["episode", "turn", "mixed"] = "episode"
     """``episode``: every reply of a rollout shares its advantage. ``turn``: each reply gets its own, its
     reward-to-go normalised among the group's replies that answered the same requirement node
-    (``rubrics.advantages.assign_reply_advantages``; ``docs/training.md``). ``turn`` needs an environment
+    (``rubrics.advantages.assign_reply_advantages``; ``docs/training.md``). ``mixed``: the episode advantage
+    plus ``node_weight`` times the ``turn`` one (GiGPO's sum). ``turn`` and ``mixed`` need an environment
     that credits replies one by one (``env.type: multistep``)."""
+    node_weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    """Under ``credit: mixed``, the weight of the per-node term beside the episode advantage (GiGPO's omega,
+    1.0 there). Only read by ``mixed``: setting it under another credit is an error."""
+
+    @model_validator(mode="after")
+    def _node_weight_only_when_mixed(self) -> AdvantageConfig:
+        if "node_weight" in self.model_fields_set and self.credit != "mixed":
+            raise ValueError(
+                f"node_weight: only 'mixed' credit reads it (credit is {self.credit!r}); drop it or set "
+                "credit: mixed"
+            )
+        return self
 
     def describe(self) -> str:
         """The estimator in words, for ``report.md``'s header."""
-        credit = (
-            "credit per reply (each reply's reward-to-go against the group's replies at the same requirement node)"
-            if self.credit == "turn"
-            else "credit per episode (one advantage for every reply of a rollout)"
-        )
+        credit = {
+            "turn": "credit per reply (each reply's reward-to-go against the group's replies at the same "
+            "requirement node)",
+            "mixed": f"credit per episode plus {self.node_weight:g} x credit per reply (GiGPO's sum)",
+            "episode": "credit per episode (one advantage for every reply of a rollout)",
+        }[self.credit]
         scale = {"group": "the group's std", "batch": "the step's std", "none": "nothing"}[self.scale_rewards]
         dropped = ", groups without signal dropped" if self.drop_zero_variance_groups else ""
         return f"{credit}, divided by {scale}{dropped}"
@@ -335,10 +349,10 @@ class TrainConfig(Section):
                 "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, not "
                 "the warm-started one); warm-start without LoRA and set model.name_or_path to its folder"
             )
-        if self.advantage.credit == "turn" and self.env.type != "multistep":
+        if self.advantage.credit != "episode" and self.env.type != "multistep":
             raise ValueError(
-                f"advantage.credit: 'turn' credits each reply by the requirement it answered, which only "
-                f"env.type 'multistep' has (env.type is {self.env.type!r}): use 'episode'"
+                f"advantage.credit: {self.advantage.credit!r} credits each reply by the requirement it answered, "
+                f"which only env.type 'multistep' has (env.type is {self.env.type!r}): use 'episode'"
             )
         return self
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
-from rubrics.advantages import assign_advantages, assign_reply_advantages
+from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
 from rubrics.types import ScoredGroup, State
 from train.config import AdvantageConfig, TrainConfig
 from train.sampling import make_sampler, stratum_shares
@@ -99,9 +99,9 @@ class Orchestrator:
         cursor: Mapping[str, Any] | None = None,
         sampler: str = "shuffle",
     ) -> None:
-        if advantage.credit == "turn" and not env.credits_replies:
+        if advantage.credit != "episode" and not env.credits_replies:
             raise ValueError(
-                f"advantage.credit: 'turn' needs an environment that credits each reply on its own (a multi-step "
+                f"advantage.credit: {advantage.credit!r} needs an environment that credits each reply on its own (a multi-step "
                 f"environment scored by its own rubric); {type(env).__name__} does not: use 'episode'"
             )
         self.env, self.backend, self.examples = env, backend, list(examples)
@@ -161,11 +161,13 @@ class Orchestrator:
         )
         elapsed = time.perf_counter() - start
         scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
-        scored = (
-            assign_reply_advantages(groups, self.env.reply_credit, scale, drop)
-            if self.advantage.credit == "turn"
-            else assign_advantages(groups, scale, drop)
-        )
+        if self.advantage.credit == "turn":
+            scored = assign_reply_advantages(groups, self.env.reply_credit, scale, drop)
+        elif self.advantage.credit == "mixed":
+            weight = self.advantage.node_weight
+            scored = assign_mixed_advantages(groups, self.env.reply_credit, weight, scale, drop)
+        else:
+            scored = assign_advantages(groups, scale, drop)
         return StepRollouts(
             groups=scored,
             generate_s=elapsed,

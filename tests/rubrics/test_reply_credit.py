@@ -8,7 +8,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from rubrics.advantages import EPS, ReplyCredit, assign_advantages, assign_reply_advantages
+from rubrics.advantages import (
+    EPS,
+    ReplyCredit,
+    assign_advantages,
+    assign_mixed_advantages,
+    assign_reply_advantages,
+)
 from rubrics.types import State
 from train.rollout_metrics import reply_credit_metrics
 
@@ -67,6 +73,31 @@ def test_the_first_replys_advantage_is_the_episode_advantage_bit_for_bit() -> No
         assign_reply_advantages([per_reply], credit, scale=scale)
         assign_advantages([episode], scale=scale)
         assert [s["advantage"] for s in per_reply] == [s["advantage"] for s in episode]
+
+
+def test_mixed_credit_adds_the_weighted_node_term_to_the_episode_advantage() -> None:
+    states = group()
+    (scored,) = assign_mixed_advantages([states], credit, node_weight=0.5, scale="none")
+    # none: episode advantages r - 0.583333 (the three healthy rewards' mean); node terms as in the test above:
+    # size_up = the episode advantage, hazard +-0.125, the lone patient reply 0.0
+    ep = [1.0 - 0.583333333, 0.75 - 0.583333333, 0.0 - 0.583333333]
+    assert states[0]["reply_advantages"] == pytest.approx(
+        [ep[0] * 1.5, ep[0] + 0.0625, ep[0]]
+    )  # patient: ep only
+    assert states[1]["reply_advantages"] == pytest.approx([ep[1] * 1.5, ep[1] - 0.0625])
+    assert states[2]["reply_advantages"] == pytest.approx([ep[2] * 1.5])
+    assert states[3]["reply_advantages"] == [] and states[3]["advantage"] == 0.0  # errored: nothing
+    assert [s["advantage"] for s in states[:3]] == pytest.approx(
+        ep
+    )  # the rollout's advantage: the episode one
+    assert (scored.kept, scored.zero_variance) == (True, False)
+    # weight 0: exactly the episode advantage on every reply
+    flat = group()
+    assign_mixed_advantages([flat], credit, node_weight=0.0, scale="group")
+    episode = group()
+    assign_advantages([episode], scale="group")
+    for mixed, plain in zip(flat, episode, strict=True):
+        assert mixed["reply_advantages"] == [plain["advantage"]] * len(mixed["reply_advantages"])
 
 
 def test_unscaled_and_batch_scaled_pools() -> None:

@@ -86,7 +86,7 @@ def test_a_bad_base_names_the_file_and_the_field(tmp_path: Path, text: str, mess
             ["model.mixed_precision=bf8"],
             "model.mixed_precision: Input should be 'no', 'bf16', 'fp16' or 'auto'",
         ),
-        (["advantage.credit=reply"], "advantage.credit: Input should be 'episode' or 'turn'"),
+        (["advantage.credit=reply"], "advantage.credit: Input should be 'episode', 'turn' or 'mixed'"),
         (["nonsense"], "expected key.path=value"),
     ],
 )
@@ -100,8 +100,14 @@ def test_invalid_configs_name_the_field(overrides: list[str], message: str) -> N
 
 def test_credit_per_reply_needs_a_requirement_dag() -> None:
     assert load_config(ROOT / "configs/train/first_responder_cpu.yaml", ["advantage.credit=turn"])
-    with pytest.raises(ConfigError, match=r"advantage\.credit: 'turn' credits each reply by the requirement"):
-        load_config(ROOT / "configs/train/criteria_cpu.yaml", ["advantage.credit=turn"])
+    for credit in ("turn", "mixed"):
+        with pytest.raises(
+            ConfigError, match=rf"advantage\.credit: '{credit}' credits each reply by the requir"
+        ):
+            load_config(ROOT / "configs/train/criteria_cpu.yaml", [f"advantage.credit={credit}"])
+    assert load_config(ROOT / "configs/train/first_responder_cpu.yaml", ["advantage.credit=mixed"])
+    with pytest.raises(ConfigError, match=r"advantage: .*node_weight: only 'mixed' credit reads it"):
+        load_config(ROOT / "configs/train/first_responder_cpu.yaml", ["advantage.node_weight=0.5"])
 
 
 def test_invalid_config_fails_before_any_model_loads(tmp_path: Path) -> None:

@@ -281,6 +281,18 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
             state["reply_credit"][0]["node"] == "safety"
             and state["advantage"] == state["reply_advantages"][0]
         )
+    # mixed: the same rollouts (the same seed), each reply's advantage the episode one plus the node term
+    mixed = AdvantageConfig(
+        scale_rewards="group", drop_zero_variance_groups=False, credit="mixed", node_weight=0.5
+    )
+    orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, mixed, seed=7)
+    again = asyncio.run(orch.produce(0, policy_version=0)).all_states
+    for per_reply, both in zip(states, again, strict=True):
+        assert (
+            both["advantage"] == per_reply["advantage"]
+        )  # the episode advantage (= the first reply's above)
+        expected = [both["advantage"] + 0.5 * a for a in per_reply["reply_advantages"]]
+        assert both["reply_advantages"] == pytest.approx(expected)
     # an environment without per-reply verdicts is refused up front
     from envs.environment import SingleTurnEnv
     from rubrics import Rubric
