@@ -49,10 +49,14 @@ def test_a_changed_phrase_list_keeps_its_style_and_a_folded_question_stays_folde
     old = loaded(COMMENTED)
     doc = copy.deepcopy(old)
     doc["requirements"][0]["rules"][1.0]["any"].append("all clear")
-    doc["requirements"][1]["question"] = "Are gloves on before the patient is touched?"
+    doc["requirements"][1]["question"] = "Are gloves on before touching the patient or the stretcher?"
     plan = plan_save(doc, COMMENTED, old)
     assert '      1.0: {any: ["scene is safe", "safe to enter", "all clear"]}\n' in plan.text
-    assert "    question: >-\n      Are gloves on before the patient is touched?\n    rules:" in plan.text
+    # the first line keeps its words and stays; the second is re-wrapped at the block's width (35)
+    assert (
+        "    question: >-\n      Are gloves on before touching\n      the patient or the stretcher?\n    rules:"
+        in plan.text
+    )
     assert plan.in_place and not plan.lost_comments
 
 
