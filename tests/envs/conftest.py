@@ -1,4 +1,4 @@
-"""Shared by the environment and backend tests: a question, a reward, and the tiny model's local backend."""
+"""Fixtures of the environment and backend tests: the tiny model's local backend."""
 
 from __future__ import annotations
 
@@ -6,14 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
-"""A one-message prompt."""
-
-
-def length_reward(completion: Any, **kwargs: Any) -> float:
-    """The reward of a reply: its length in characters."""
-    return float(len(completion[-1]["content"]))
 
 
 @pytest.fixture(scope="module")

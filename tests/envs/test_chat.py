@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from envs.chat import TemplatePrefixError, chat_ids, next_turn_ids
 
-from .conftest import QUESTION
+from .helpers import QUESTION
 
 
 def test_a_template_that_rewrites_history_is_reported(tiny_model_dir: Path) -> None:

@@ -21,7 +21,7 @@ from rubrics import Rubric
 from rubrics.types import StopReason
 from tests.support.scripted_backend import ScriptedBackend
 
-from .conftest import QUESTION, length_reward
+from .helpers import QUESTION, length_reward
 
 # -- environments ------------------------------------------------------------------------------------
 

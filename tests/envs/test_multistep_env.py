@@ -25,43 +25,9 @@ from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Sce
 from rubrics.types import EvaluationResult, plain_state
 from tests.support.scripted_backend import FlakyBackend, ScriptedBackend
 
-from .conftest import length_reward
+from .helpers import SCENARIO, length_reward, reveal_rubric
 
 # -- progressive reveal ------------------------------------------------------------------------------
-
-
-def reveal_rubric() -> MultiStepRubric:
-    reqs = [
-        BinaryRequirement(
-            name="safety",
-            question="Safe?",
-            dependencies={1.0: ["vitals"]},
-            rules={1.0: {"any": ["scene is safe"]}, 0.0: {"any": ["not safe"]}},
-        ),
-        BinaryRequirement(
-            name="vitals",
-            question="Vitals?",
-            dependencies={1.0: ["oxygen", "position"]},
-            rules={1.0: {"any": ["check vitals"]}},
-        ),
-        BinaryRequirement(
-            name="oxygen",
-            question="Oxygen?",
-            dependencies={1.0: ["transport"]},
-            rules={1.0: {"any": ["give oxygen"]}},
-        ),
-        BinaryRequirement(name="position", question="Position?", rules={1.0: {"any": ["recovery position"]}}),
-        BinaryRequirement(name="transport", question="Transport?", rules={1.0: {"any": ["transport"]}}),
-    ]
-    return MultiStepRubric(reqs, [RuleJudge()], reward_strategy={"type": "completion_ratio"})
-
-
-SCENARIO = Scenario(
-    prompt="A man collapsed in a park.",
-    answers={n: {"answer": 1.0} for n in ("safety", "vitals", "oxygen", "position", "transport")},
-    name="park",
-    revealed_info={"safety": "You reach him. He is breathing.", "vitals": "Pulse 120, SpO2 88%."},
-)
 
 
 async def run_reveal(tokenizer: Any, replies: list[str], **kw) -> tuple[dict, ScriptedBackend]:

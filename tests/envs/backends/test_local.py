@@ -16,7 +16,7 @@ import torch
 from envs.backends import LocalBackend, SamplingParams
 from envs.chat import chat_ids
 
-from ..conftest import QUESTION
+from ..helpers import QUESTION
 
 # -- local backend -----------------------------------------------------------------------------------
 
