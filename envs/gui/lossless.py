@@ -9,15 +9,16 @@ new requirement or key is appended in the style of its siblings.
 
 ruamel.yaml's round-trip mode would keep comments too, but it re-flows every flow list and breaks long
 quoted strings even where nothing changed. Every plan is checked: the text is loaded back through the
-library and must give the document; when it does not (or the file is JSON), the save falls back to a plain
-re-dump and ``SavePlan.note`` says so. ``SavePlan.lost_comments`` lists the comment lines a save drops
-(those on the lines of a deleted requirement or phrase, or all of them on a re-dump), so the app can say so
-before it overwrites.
+library and must give the document; when it does not, the save falls back to a plain re-dump and
+``SavePlan.note`` says so. A JSON file is written as JSON from scratch (it has no comments to keep).
+``SavePlan.lost_comments`` lists the comment lines a save drops (those on the lines of a deleted requirement
+or phrase, or all of them on a re-dump), so the app can say so before it overwrites.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ def plan_save(doc: Doc, source_text: str | None, source_doc: Doc | None) -> Save
     dumped = to_yaml(doc)
     if not source_text or source_doc is None:
         return SavePlan(dumped, in_place=False)
+    if _is_json(source_text):  # JSON has no comments to keep, and a YAML splice would leave it JSON no more
+        return SavePlan(to_json(doc), False, note="the file is JSON: written as JSON from scratch")
     try:
         meaning: Any = _meaning(doc)
     except (RubricFileError, ValueError):
@@ -61,6 +64,21 @@ def plan_save(doc: Doc, source_text: str | None, source_doc: Doc | None) -> Save
     except (Unsupported, yaml.YAMLError, RubricFileError, ValueError) as exc:
         return SavePlan(dumped, False, lost_comments(source_text, dumped), note=f"re-dumped: {exc}")
     return SavePlan(text, True, lost_comments(source_text, text))
+
+
+def to_json(doc: Doc) -> str:
+    """The document as JSON (answer keys become strings, which the library reads back as numbers)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _is_json(text: str) -> bool:
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _meaning(data: Any) -> Any:

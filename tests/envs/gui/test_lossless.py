@@ -4,6 +4,7 @@ own lines, and what cannot be placed falls back to a re-dump that reports the co
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -72,3 +73,14 @@ def test_no_source_is_a_plain_dump() -> None:
     doc = loaded(COMMENTED)
     plan = plan_save(doc, None, None)
     assert not plan.in_place and plan.text == document.to_yaml(doc) and not plan.lost_comments
+
+
+def test_a_json_file_is_saved_as_json() -> None:
+    old = loaded(COMMENTED)
+    source = json.dumps(old, indent=2)  # answer keys become "1.0"
+    doc = copy.deepcopy(old)
+    doc["requirements"][0]["rules"][1.0]["any"].append("all clear")
+    plan = plan_save(doc, source, old)
+    assert not plan.in_place and plan.note == "the file is JSON: written as JSON from scratch"
+    assert plan.text == json.dumps(doc, indent=2) + "\n"
+    assert loaded(plan.text) == rubric_to_dict(rubric_from_dict(copy.deepcopy(doc), "rubric"))
