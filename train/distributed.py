@@ -147,9 +147,10 @@ def single_malloc_arena() -> bool:
 
     By default glibc gives each new thread an arena of its own, up to eight per core. The trainer's threads
     (the rollout worker, the OpenMP teams, the tokenizer's and the loggers') then each hold freed memory the
-    others cannot reuse, and the process's peak is the sum of their peaks: the main job peaked at 5.9 GiB
-    that way and at 5.4 GiB with one arena (the same as ``MALLOC_ARENA_MAX=1``; see the README), and was no
-    slower. Threads that have allocated already keep their arena, so call this before the threads start.
+    others cannot reuse, and the process's peak is the sum of their peaks. One arena (the same as
+    ``MALLOC_ARENA_MAX=1``; docs/training.md) lowers the main job's peak without slowing it (docs/results.md,
+    ``single_malloc_arena``). Threads that have allocated already keep their arena, so call this before the
+    threads start.
     Off glibc this does nothing and returns False."""
     mallopt = _mallopt()
     return bool(mallopt is not None and mallopt(M_ARENA_MAX, 1))

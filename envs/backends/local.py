@@ -7,8 +7,9 @@ module, so weight sync costs nothing.
 
 Why one thread: PyTorch's CPU kernels run on an OpenMP team owned by the calling thread. Once two threads
 have each run parallel work, libgomp counts more worker threads than cores and stops spinning between
-parallel regions, so every small kernel pays a wake-up: generation on 2 cores measured 1.5-1.7x slower. A
-trainer that shares the model should run its own torch work on ``executor`` too (``train.trainer`` does).
+parallel regions, so every small kernel pays a wake-up and generation slows down (docs/results.md, "One
+torch thread"). A trainer that shares the model should run its own torch work on ``executor`` too
+(``train.trainer`` does).
 
 Logprobs are the log-softmax of the **raw** logits divided by the temperature, over the whole vocabulary,
 recorded step by step: the same quantity the trainer computes; no ``vocab x steps`` logits tensor is ever

@@ -5,7 +5,8 @@ Fields are plain strings and lists, keyed like the editor's widgets: ``name``, `
 ``high``, ``tolerance``, ``labels`` (one per line), ``keys`` (continuous branch values), and per answer value
 (a *slot*) ``dep_<slot>`` (names it unlocks) and ``rule_<slot>_<kind>`` for each rule key of the library (``any``, ``all``, ``none``, ``regex``, ...). Dependencies are
 picked from existing names per answer value, never typed as data. ``requirement_from_fields`` of
-``fields_from_requirement(r)`` equals ``r`` (empty branches and empty rules left out, as the library does).
+``fields_from_requirement(r)`` equals ``r`` (empty branches and empty rules left out, as the library does);
+``keep_empty_branches`` puts back the empty branches (``0.0: []``) of a requirement whose edit left them alone.
 """
 
 from __future__ import annotations
@@ -181,6 +182,33 @@ def requirement_from_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if rules:
         req["rules"] = rules
     return req
+
+
+def keep_empty_branches(
+    req: dict[str, Any], before: dict[str, Any], fields: dict[str, Any]
+) -> dict[str, Any]:
+    """``req`` (from ``fields``) with the empty branches of the requirement it replaces (``0.0: []``, an
+    answer that unlocks nothing) where the form still has that answer and it unlocks nothing there: the form
+    shows an empty branch and a missing one alike, so an edit elsewhere must not drop the author's."""
+    deps: dict[Any, list[str]] = dict(req.get("dependencies") or {})
+    answers = [float(s.value) for s in slots(fields)]
+    empty = [
+        k
+        for k, children in (before.get("dependencies") or {}).items()
+        if not children and float(k) in answers and float(k) not in [float(d) for d in deps]
+    ]
+    if not empty:
+        return req
+    order = {value: i for i, value in enumerate(answers)}
+    merged = sorted([*deps.items(), *((k, []) for k in empty)], key=lambda kv: order[float(kv[0])])
+    out: dict[str, Any] = {}
+    for key, value in req.items():  # in the place requirement_from_fields gives dependencies
+        if key in ("dependencies", "judge", "rules") and "dependencies" not in out:
+            out["dependencies"] = dict(merged)
+        if key != "dependencies":
+            out[key] = value
+    out.setdefault("dependencies", dict(merged))
+    return out
 
 
 def join_regex(text: Any) -> str:

@@ -103,8 +103,11 @@ def _clear_name_error() -> None:
 def _apply() -> None:
     ss = st.session_state
     target = ss.get("edit_target", NEW)
+    fields = _fields_now()
     try:
-        req = editor.requirement_from_fields(_fields_now())
+        req = editor.requirement_from_fields(fields)
+        if target != NEW and target in document.names(state.doc()):
+            req = editor.keep_empty_branches(req, document.find(state.doc(), target), fields)
     except editor.FieldError as exc:
         state.flash("error", f"field {exc.field!r}: {exc}")
         return

@@ -218,7 +218,7 @@ def test_a_step_computes_each_ideal_path_once_and_trains_on_the_advantages_scori
     import rubrics.multistep.rubric as multistep_rubric
     from envs.multistep_env import MultiStepMultiTurnEnv
     from rubrics.multistep import Scenario
-    from tests.envs.test_environments import SCENARIO, reveal_rubric
+    from tests.envs.helpers import SCENARIO, reveal_rubric
     from train.batching import states_to_batch
 
     ideal_walks: list[str] = []
@@ -258,7 +258,7 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
     from transformers import AutoTokenizer
 
     from envs.multistep_env import MultiStepMultiTurnEnv
-    from tests.envs.test_environments import SCENARIO, reveal_rubric
+    from tests.envs.helpers import SCENARIO, reveal_rubric
     from train.batching import states_to_batch
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))

@@ -12,31 +12,10 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 from envs.gui import extras, page_requirements
-from envs.gui.launch import APP, DIR_ENV, FILE_ENV
 from rubrics.multistep.io import load_rubric, load_scenarios, rubric_from_dict, rubric_to_dict
 
-from .conftest import COMMENTED, ROOT
-
-
-def start(monkeypatch: pytest.MonkeyPatch, workdir: Path, file: str | None = None) -> AppTest:
-    monkeypatch.setenv(DIR_ENV, str(workdir))
-    if file:
-        monkeypatch.setenv(FILE_ENV, file)
-    else:
-        monkeypatch.delenv(FILE_ENV, raising=False)
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    assert not at.exception
-    return at
-
-
-def go(at: AppTest, section: str) -> AppTest:
-    at.sidebar.radio(key="section").set_value(section).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def texts(elements) -> list[str]:  # type: ignore[no-untyped-def]
-    return [str(e.value) for e in elements]
+from .app_driver import go, start, texts
+from .conftest import ROOT
 
 
 def add_requirement(at: AppTest, name: str, yes: str, no: str, unlock_yes=(), unlock_no=()) -> None:  # type: ignore[no-untyped-def]
@@ -293,58 +272,6 @@ def test_an_empty_or_invalid_name_is_refused_under_the_name_field(
     at.button(key="edit_apply").click().run()
     assert any("a requirement needs a name" in t for t in texts(name_column(at).error))
     assert len(at.session_state.doc["requirements"]) == len(before["requirements"])
-
-
-def test_save_keeps_comments_and_layout_and_says_what_it_would_lose(
-    monkeypatch: pytest.MonkeyPatch, workdir: Path
-) -> None:
-    (workdir / "commented.yaml").write_text(COMMENTED)
-    at = start(monkeypatch, workdir, "commented.yaml")
-    go(at, "Requirements")
-    at.selectbox(key="edit_target").set_value("scene_safe").run()
-    at.text_area(key="ef_question").set_value("Is the scene safe to enter?")
-    at.button(key="edit_apply").click().run()
-    go(at, "Rubric")
-    assert not at.warning  # nothing would be lost: Save is offered without a confirmation
-    at.button(key="rubric_save").click().run()
-    saved = (workdir / "commented.yaml").read_text()
-    # only the edited line changed: every comment, blank line, flow list and folded question as written
-    assert saved == COMMENTED.replace("Is the scene safe?   #", "Is the scene safe to enter?   #")
-    assert "saved commented.yaml (comments and layout kept)" in texts(at.success)
-    assert load_rubric(workdir / "commented.yaml").requirements[0].question == "Is the scene safe to enter?"
-    # a change that drops a comment is announced before the save, which waits for a confirmation
-    go(at, "Requirements")
-    at.selectbox(key="edit_target").set_value("gloves").run()
-    at.text_area(key="ef_rule_1_any").set_value("gloves on\nput on gloves\nnitrile")
-    at.button(key="edit_apply").click().run()
-    go(at, "Rubric")
-    assert any("drops 1 comment line(s)" in t and "# the canonical wording" in t for t in texts(at.warning))
-    assert at.button(key="rubric_save").disabled  # until "Overwrite anyway" is ticked
-    # revert to saved: the edit is gone, the document is the file's again
-    assert not at.button(key="rubric_revert").disabled
-    at.button(key="rubric_revert").click().run()
-    assert any("reverted to the saved commented.yaml" in t for t in texts(at.info))
-    assert at.session_state.doc == rubric_to_dict(load_rubric(workdir / "commented.yaml"))
-    assert at.button(key="rubric_revert").disabled and not at.session_state.dirty
-    # the same edit, confirmed: written, the other comments kept
-    go(at, "Requirements")
-    at.selectbox(key="edit_target").set_value("gloves").run()
-    at.text_area(key="ef_rule_1_any").set_value("gloves on\nput on gloves\nnitrile")
-    at.button(key="edit_apply").click().run()
-    go(at, "Rubric")
-    at.checkbox(key="rubric_confirm").check().run()
-    at.button(key="rubric_save").click().run()
-    text = (workdir / "commented.yaml").read_text()
-    assert "# the canonical wording" not in text
-    assert all(
-        c in text
-        for c in ("# Triage of a scene", "# ---- level 0", "# the first thing asked", "# ---- level 1")
-    )
-    assert load_rubric(workdir / "commented.yaml").requirements[1].rules[1.0]["any"][-1] == "nitrile"
-    # "Save as" onto another existing file asks first too
-    at.text_input(key="rubric_save_path").set_value("rubrics/incident_triage.yaml").run()
-    assert any("already exists and is not the file you opened" in t for t in texts(at.warning))
-    assert at.button(key="rubric_save_as").disabled
 
 
 def test_a_new_requirement_is_unlocked_where_the_author_says_and_a_new_root_is_announced(

@@ -1,5 +1,5 @@
-"""The builder's editing logic: lossless load/save, the requirement editor's fields, rename and delete
-everywhere, judges and strategy, and validation messages placed on the requirement and field they name."""
+"""The document the builder edits: library files round-trip unchanged, rename and delete everywhere, judges
+and strategy, parents and roots, and validation messages placed on the requirement and field they name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envs.gui import document, editor, scenario_doc
+from envs.gui import document, editor
 from rubrics.multistep.io import load_rubric, rubric_to_dict
 
 from .conftest import ROOT, branching_requirements
@@ -34,54 +34,6 @@ def test_library_file_round_trips_through_the_app_unchanged(name: str, tmp_path:
     original = rubric_to_dict(load_rubric(source))
     assert rubric_to_dict(load_rubric(tmp_path / "saved.yaml")) == original
     assert yaml.safe_load((tmp_path / "saved.yaml").read_text()) == original
-
-
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_scenarios_round_trip_through_the_editor(name: str) -> None:
-    doc = document.load_document(str(ROOT / "configs" / "rubrics" / f"{name}.yaml"))
-    rubric, _ = document.build(doc)
-    scenarios = scenario_doc.load(str(ROOT / "configs" / "scenarios" / f"{name}.yaml"), rubric)
-    names = document.names(doc)
-    for data in scenarios:
-        assert (
-            scenario_doc.scenario_from_fields(scenario_doc.fields_from_scenario(data, names), names) == data
-        )
-    assert scenario_doc.problems(scenarios, rubric) == {}
-
-
-def test_editor_fields_of_every_requirement_type() -> None:
-    reqs = [
-        {
-            "name": "sev",
-            "type": "discrete",
-            "question": "How severe?",
-            "options": [{"value": 0.0, "meaning": "low"}, {"value": 2.5, "meaning": "a: b"}],
-            "dependencies": {2.5: ["next"]},
-            "rules": {0.0: {"all": ["minor", "fine"], "regex": "\\blow\\b"}},
-        },
-        {
-            "name": "dose",
-            "type": "continuous",
-            "question": "Dose?",
-            "low": -1.0,
-            "high": 3.0,
-            "tolerance": 0.25,
-            "dependencies": {-0.5: ["next"], 2.0: ["other"]},
-        },
-        {
-            "name": "kind",
-            "type": "unit_vector",
-            "question": "Which?",
-            "labels": ["a", "b"],
-            "dependencies": {1: ["x"]},
-        },
-    ]
-    for req in reqs:
-        fields = editor.fields_from_requirement(req)
-        assert editor.requirement_from_fields(fields) == req
-    assert [s.key for s in editor.slots(editor.fields_from_requirement(reqs[1]))] == ["m0_5", "2"]
-    with pytest.raises(editor.FieldError, match="value: meaning"):
-        editor.requirement_from_fields({**editor.fields_from_requirement(reqs[0]), "options": "high: x"})
 
 
 def test_rename_updates_every_reference() -> None:
@@ -189,34 +141,3 @@ def test_set_parents_and_roots() -> None:
     doc = document.set_parents(doc, "gloves", [])
     assert document.roots(doc) == ["scene_safe", "gloves"]
     assert document.find(doc, "scene_safe")["dependencies"] == {0.0: ["police"]}
-
-
-def test_dag_edge_labels_name_the_options() -> None:
-    from envs.gui.dag_labels import edge_labels, labelled_svg
-    from rubrics.multistep.show import to_svg
-
-    source = ROOT / "configs" / "rubrics" / "incident_triage.yaml"
-    rubric, doc = load_rubric(source), document.load_document(str(source))
-    labels = edge_labels(rubric, doc)
-    assert ("0", "0: no customer impact int…") in labels  # a discrete option's meaning, shortened
-    svg = labelled_svg(rubric, doc)
-    assert svg != to_svg(rubric) and ">0: no customer impact int…</text>" in svg
-    assert labelled_svg(rubric, {"requirements": []}).count("<text") == to_svg(rubric).count("<text")
-
-
-def test_a_rules_negation_switch_survives_the_editor() -> None:
-    """A rule with ``negation_aware: false`` keeps it through the editor's fields (it was dropped on Apply)."""
-    req = {
-        "name": "no_vomit",
-        "type": "binary",
-        "question": "Does the responder warn not to make the person vomit?",
-        "rules": {
-            1: {"any": ["do not induce"], "regex": "vomit", "negation_aware": False},
-            0: {"any": ["x"]},
-        },
-    }
-    fields = editor.fields_from_requirement(req)
-    assert fields["rule_1_negation_aware"] is False and fields["rule_0_negation_aware"] is True
-    back = editor.requirement_from_fields(fields)
-    assert back["rules"][1]["negation_aware"] is False
-    assert "negation_aware" not in back["rules"][0]  # the default stays implicit

@@ -4,6 +4,7 @@ own lines, and what cannot be placed falls back to a re-dump that reports the co
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -49,10 +50,14 @@ def test_a_changed_phrase_list_keeps_its_style_and_a_folded_question_stays_folde
     old = loaded(COMMENTED)
     doc = copy.deepcopy(old)
     doc["requirements"][0]["rules"][1.0]["any"].append("all clear")
-    doc["requirements"][1]["question"] = "Are gloves on before the patient is touched?"
+    doc["requirements"][1]["question"] = "Are gloves on before touching the patient or the stretcher?"
     plan = plan_save(doc, COMMENTED, old)
     assert '      1.0: {any: ["scene is safe", "safe to enter", "all clear"]}\n' in plan.text
-    assert "    question: >-\n      Are gloves on before the patient is touched?\n    rules:" in plan.text
+    # the first line keeps its words and stays; the second is re-wrapped at the block's width (35)
+    assert (
+        "    question: >-\n      Are gloves on before touching\n      the patient or the stretcher?\n    rules:"
+        in plan.text
+    )
     assert plan.in_place and not plan.lost_comments
 
 
@@ -68,3 +73,14 @@ def test_no_source_is_a_plain_dump() -> None:
     doc = loaded(COMMENTED)
     plan = plan_save(doc, None, None)
     assert not plan.in_place and plan.text == document.to_yaml(doc) and not plan.lost_comments
+
+
+def test_a_json_file_is_saved_as_json() -> None:
+    old = loaded(COMMENTED)
+    source = json.dumps(old, indent=2)  # answer keys become "1.0"
+    doc = copy.deepcopy(old)
+    doc["requirements"][0]["rules"][1.0]["any"].append("all clear")
+    plan = plan_save(doc, source, old)
+    assert not plan.in_place and plan.note == "the file is JSON: written as JSON from scratch"
+    assert plan.text == json.dumps(doc, indent=2) + "\n"
+    assert loaded(plan.text) == rubric_to_dict(rubric_from_dict(copy.deepcopy(doc), "rubric"))

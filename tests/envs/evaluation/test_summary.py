@@ -1,0 +1,53 @@
+"""An evaluation's summary statistics, computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("transformers")
+
+
+from envs.evaluation import format_summary, summarize
+from rubrics.types import EvaluationResult, RequirementResult
+
+
+def verdicts(*judged: tuple[str, bool]) -> EvaluationResult:
+    return EvaluationResult([RequirementResult(name, 0, 1.0, 1.0, correct) for name, correct in judged])
+
+
+def test_summary_statistics_by_hand() -> None:
+    states = [
+        {
+            "reward": 1.0,
+            "metrics": {"depth": 2.0},
+            "stop_reason": "terminal",
+            "completion": [{"content": "a"}],
+            "multistep": verdicts(("x", True), ("y", True)),
+        },
+        {
+            "reward": 0.0,
+            "metrics": {"depth": 0.0},
+            "stop_reason": "incorrect",
+            "completion": [{"content": "b"}],
+            "multistep": verdicts(("x", False)),
+        },
+        {
+            "reward": 0.5,
+            "metrics": {"depth": 1.0},
+            "stop_reason": "max_turns",
+            "completion": [{"content": "a"}],
+            "multistep": verdicts(("x", True)),
+        },
+        {"reward": math.nan, "error": "judge gone", "completion": [{"content": "c"}]},
+    ]
+    s = summarize(states, wall_s=2.0, examples=2)
+    # healthy rewards 1.0, 0.0, 0.5: mean 0.5, sample variance (0.25 + 0.25 + 0) / 2 = 0.25, std 0.5,
+    # CI half-width 1.96 * sqrt(0.25 / 3) = 0.5658
+    assert s.reward_mean == pytest.approx(0.5) and s.reward_std == pytest.approx(0.5)
+    assert s.reward_ci95 == pytest.approx(1.96 * math.sqrt(0.25 / 3))
+    assert s.errored == 1 and s.pass_rates == {"x": (2, 3), "y": (1, 1)}
+    assert s.depth == {0: 2, 1: 1, 2: 1} and s.stop_reasons["error"] == 1
+    assert s.distinct_fraction == 3 / 4
+    assert "x  " in format_summary(s) and "66.7%" in format_summary(s)
