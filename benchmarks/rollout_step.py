@@ -185,16 +185,16 @@ def main() -> None:
     counters.install(args.p_right if args.judge == "coin" else None)
     import train.backend as backend_module
 
-    real_make_backend = backend_module.make_backend
+    real_rollout_backend = backend_module.rollout_backend
     captured: dict[str, Any] = {}
 
-    def make_backend(*a: Any, **k: Any) -> Any:
-        backend = real_make_backend(*a, **k)
+    def rollout_backend(*a: Any, **k: Any) -> Any:
+        backend = real_rollout_backend(*a, **k)
         counters.hook(backend)
         captured["backend"] = backend
         return backend
 
-    backend_module.make_backend = make_backend  # type: ignore[assignment]
+    backend_module.rollout_backend = rollout_backend  # type: ignore[assignment]
     cuda = torch.cuda.is_available()
     overrides = [
         f"model.name_or_path={model_dir}",

@@ -206,7 +206,9 @@ def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_fac
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(
-        train_backend, "make_backend", lambda cfg, policy, tokenizer, model_dir: backend_factory(tokenizer)
+        train_backend,
+        "rollout_backend",
+        lambda rollout, policy, tokenizer, model_dir: backend_factory(tokenizer),
     )
     cfg = run_config(
         "first_responder_cpu.yaml",
@@ -318,7 +320,9 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
 
     good, bad = "The scene is safe. The patient is alert and oriented.", "I will look around first."
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(train_backend, "make_backend", lambda c, p, tok, d: CyclingBackend(tok, [good, bad]))
+    monkeypatch.setattr(
+        train_backend, "rollout_backend", lambda r, p, tok, d: CyclingBackend(tok, [good, bad])
+    )
     cfg = run_config(
         "first_responder_gpu_vllm.yaml",
         tiny_model_dir,
