@@ -96,7 +96,9 @@ class _Counters:
 
     def install(self, p_right: float | None) -> None:
         from envs.environment import MultiTurnEnv
-        from rubrics.multistep.judging import JudgeResponse, RuleJudge, response_text
+        from rubrics.judges.base import response_text
+        from rubrics.judges.formats import JudgeResponse
+        from rubrics.judges.rules import RulesJudge
         from train.orchestrator import Orchestrator
 
         original = MultiTurnEnv.rollout
@@ -124,13 +126,13 @@ class _Counters:
         if p_right is None:
             return
 
-        async def coin(self: Any, requirement: Any, prompt: Any, completion: Any, truth: Any) -> Any:
+        async def coin(self: Any, prompt: Any, completion: Any, truth: Any = None, state: Any = None) -> Any:
             text = response_text(completion)
-            draw = zlib.crc32(f"{requirement.name}|{text}".encode()) / 2**32
+            draw = zlib.crc32(f"{self.name}|{text}".encode()) / 2**32
             right = truth.get("answer") if isinstance(truth, dict) else None
             return JudgeResponse(answer=right if draw < p_right else None, reasoning="coin")
 
-        RuleJudge.judge = coin  # type: ignore[method-assign]
+        RulesJudge.__call__ = coin  # type: ignore[method-assign]
 
     def hook(self, backend: Any) -> None:
         def pre(module: Any, args: Any, kwargs: Any) -> None:
