@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.trainer_vs_trl import OFFLINE_ENV  # noqa: E402
-from rubrics.multistep.probe import clustered_mean_ci, t95  # noqa: E402
+from rubrics.intervals import clustered_mean_ci, t95  # noqa: E402
 
 CONFIG = ROOT / "configs" / "train" / "criteria_cpu.yaml"
 EVAL_N = 4

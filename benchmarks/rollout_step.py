@@ -96,7 +96,9 @@ class _Counters:
 
     def install(self, p_right: float | None) -> None:
         from envs.environment import MultiTurnEnv
-        from rubrics.multistep.judging import JudgeResponse, RuleJudge, response_text
+        from rubrics.judges.base import response_text
+        from rubrics.judges.formats import JudgeResponse
+        from rubrics.judges.rules import RulesJudge
         from train.orchestrator import Orchestrator
 
         original = MultiTurnEnv.rollout
@@ -124,13 +126,13 @@ class _Counters:
         if p_right is None:
             return
 
-        async def coin(self: Any, requirement: Any, prompt: Any, completion: Any, truth: Any) -> Any:
+        async def coin(self: Any, prompt: Any, completion: Any, truth: Any = None, state: Any = None) -> Any:
             text = response_text(completion)
-            draw = zlib.crc32(f"{requirement.name}|{text}".encode()) / 2**32
+            draw = zlib.crc32(f"{self.name}|{text}".encode()) / 2**32
             right = truth.get("answer") if isinstance(truth, dict) else None
             return JudgeResponse(answer=right if draw < p_right else None, reasoning="coin")
 
-        RuleJudge.judge = coin  # type: ignore[method-assign]
+        RulesJudge.__call__ = coin  # type: ignore[method-assign]
 
     def hook(self, backend: Any) -> None:
         def pre(module: Any, args: Any, kwargs: Any) -> None:
@@ -185,16 +187,16 @@ def main() -> None:
     counters.install(args.p_right if args.judge == "coin" else None)
     import train.backend as backend_module
 
-    real_make_backend = backend_module.make_backend
+    real_rollout_backend = backend_module.rollout_backend
     captured: dict[str, Any] = {}
 
-    def make_backend(*a: Any, **k: Any) -> Any:
-        backend = real_make_backend(*a, **k)
+    def rollout_backend(*a: Any, **k: Any) -> Any:
+        backend = real_rollout_backend(*a, **k)
         counters.hook(backend)
         captured["backend"] = backend
         return backend
 
-    backend_module.make_backend = make_backend  # type: ignore[assignment]
+    backend_module.rollout_backend = rollout_backend  # type: ignore[assignment]
     cuda = torch.cuda.is_available()
     overrides = [
         f"model.name_or_path={model_dir}",

@@ -18,10 +18,9 @@ Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_c
   with atol 1e-8) or fewer than two healthy rollouts has no signal: every advantage is 0.0.
 - ``batch``: TRL still subtracts the *group* mean but divides by the sample std of every healthy reward of
   the generation batch (all groups): ``(r - mean_group) / (std_batch + eps)``; zero-variance groups get 0.0.
-- ``none``: ``reward - mean``, ``Rubric.score_group``'s advantage. Its mean is taken around the
-  first healthy reward (``centred_mean``), so equal rewards give exactly 0.0 with no tolerance, and nothing
-  is zeroed. The scaled advantages keep the plain ``fsum`` mean (``plain_mean``): the two differ in the last
-  bit of some means, and each path keeps the numbers it always had (the trainer's losses are bit-identical).
+- ``none``: ``reward - mean``, ``Rubric.score_group``'s advantage; nothing is zeroed.
+- mean: one function for every path (``mean``), taken around the first healthy reward, so equal rewards
+  give a mean equal to each of them and an advantage of exactly 0.0 with no tolerance.
 
 Credit per reply (``assign_reply_advantages``, ``advantage.credit: turn``; ``docs/training.md`` has the
 formula): each model reply of a multi-turn rollout gets its own advantage, its reward-to-go normalised among
@@ -65,22 +64,17 @@ class GroupAdvantages:
     """Sample std of the healthy rewards (0.0 with fewer than two)."""
 
 
-def plain_mean(xs: Sequence[float]) -> float:
-    """``fsum(xs) / n`` (0.0 for no values): the baseline of the scaled advantages."""
-    return math.fsum(xs) / len(xs) if xs else 0.0
-
-
-def centred_mean(xs: Sequence[float]) -> float:
+def mean(xs: Sequence[float]) -> float:
     """The mean computed around the first value, ``x0 + fsum(x - x0) / n``: exactly ``x0`` when every value is
-    ``x0`` (0.0 for no values). The baseline of the unscaled advantages."""
+    ``x0`` (0.0 for no values). The baseline of every advantage and the centre of ``sample_std``."""
     return xs[0] + math.fsum(x - xs[0] for x in xs) / len(xs) if xs else 0.0
 
 
 def sample_std(xs: Sequence[float]) -> float:
-    """Std with Bessel's correction (n - 1) around ``plain_mean``, as ``torch.std``; 0.0 with fewer than two."""
+    """Std with Bessel's correction (n - 1) around ``mean``, as ``torch.std``; 0.0 with fewer than two."""
     if len(xs) < 2:
         return 0.0
-    m = plain_mean(xs)
+    m = mean(xs)
     return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
@@ -105,16 +99,17 @@ def _healthy(rewards_G: Sequence[float], errored_G: Sequence[bool]) -> list[floa
 def _scaled(
     rewards_G: Sequence[float], errored_G: Sequence[bool], group_scale: bool, eps: float
 ) -> GroupAdvantages:
-    """``(r - plain mean) / (std + eps)`` (``group_scale``) or ``r - plain mean``; zeros without signal."""
+    """``(r - mean) / (std + eps)`` (``group_scale``) or ``r - mean``; zeros without signal."""
     healthy = _healthy(rewards_G, errored_G)
-    mean, std = plain_mean(healthy), sample_std(healthy)
+    baseline, std = mean(healthy), sample_std(healthy)
     if len(healthy) < 2 or std <= ZERO_STD_ATOL:
-        return GroupAdvantages([0.0] * len(rewards_G), True, len(healthy), mean, std)
+        return GroupAdvantages([0.0] * len(rewards_G), True, len(healthy), baseline, std)
     denom = std + eps if group_scale else 1.0
     advantages_G = [
-        0.0 if is_errored(r, bad) else (r - mean) / denom for r, bad in zip(rewards_G, errored_G, strict=True)
+        0.0 if is_errored(r, bad) else (r - baseline) / denom
+        for r, bad in zip(rewards_G, errored_G, strict=True)
     ]
-    return GroupAdvantages(advantages_G, False, len(healthy), mean, std)
+    return GroupAdvantages(advantages_G, False, len(healthy), baseline, std)
 
 
 def group_advantages(
@@ -132,7 +127,7 @@ def group_advantages(
     if scale == "group":
         return _scaled(rewards_G, errored_G, group_scale=True, eps=eps)
     healthy = _healthy(rewards_G, errored_G)
-    baseline, std = centred_mean(healthy), sample_std(healthy)
+    baseline, std = mean(healthy), sample_std(healthy)
     advantages_G = [
         0.0 if is_errored(r, bad) else r - baseline for r, bad in zip(rewards_G, errored_G, strict=True)
     ]

@@ -21,6 +21,7 @@ from typing import IO, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rubrics.judges.base import render_messages, response_text
+from rubrics.judges.matching import check_rule_spec, rule_matches
 from rubrics.loading import (
     Document,
     FileLoadError,
@@ -30,7 +31,6 @@ from rubrics.loading import (
     schema_error,
 )
 from rubrics.messages import show
-from rubrics.multistep.judging import check_rule_spec, rule_matches
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
 

@@ -13,7 +13,7 @@ The per-example numbers and their aggregation follow OpenAI simple-evals' ``heal
 
 Two departures: the bootstrap draws from a seeded generator (simple-evals uses numpy's global one), and each
 tag also gets the project's 95% interval of the unclipped mean, clustered by example
-(``rubrics.multistep.probe.clustered_mean_ci``): several rollouts of one example are one piece of evidence,
+(``rubrics.intervals.clustered_mean_ci``): several rollouts of one example are one piece of evidence,
 which HealthBench's i.i.d. bootstrap ignores.
 
 The training reward (``state["criteria"]["score"]``) is clipped per rollout instead; these numbers are
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rubrics.multistep.probe import clustered_mean_ci
+from rubrics.intervals import clustered_mean_ci
 
 OVERALL = "overall"
 """The key of the score over all criteria in ``tag_scores``."""

@@ -1,7 +1,7 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
-``make_backend`` is the one place that reads ``rollout.backend``, and hands it to ``envs.build.make_backend``,
-which builds every backend. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
+``rollout_backend`` adapts a run's ``rollout`` section to ``envs.build.make_backend``, the one backend
+factory: it is the one place that reads ``rollout.backend``. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
 (generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
 ``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
 state dict gathered from the shards, the main process.
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.backends.base import TrainingBackend
-from envs.build import make_backend as build_backend
-from train.config import TrainConfig
+from envs.build import make_backend
+from train.config import RolloutConfig
 
 
 class PolicyWeights:
@@ -48,18 +48,18 @@ class PolicyWeights:
         self.accelerator.wait_for_everyone()
 
 
-def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path) -> TrainingBackend:
-    """The backend ``cfg.rollout`` names (``envs.build.make_backend``), around ``policy`` (the unwrapped
-    module) and its tokenizer."""
+def rollout_backend(rollout: RolloutConfig, policy: Any, tokenizer: Any, model_dir: Path) -> TrainingBackend:
+    """The backend ``rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the unwrapped
+    module) and its tokenizer, batching up to one step's rollouts."""
     from train.distributed import resolve_inference_dtype
 
-    backend, _ = build_backend(
-        cfg.rollout.backend,
+    backend, _ = make_backend(
+        rollout.backend,
         model_dir,
-        vllm_urls=cfg.rollout.vllm_urls,
+        vllm_urls=rollout.vllm_urls,
         policy=policy,
         tokenizer=tokenizer,
-        max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
-        sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
+        max_batch_rows=rollout.prompts_per_step * rollout.group_size,
+        sampling_dtype=resolve_inference_dtype(rollout.inference_dtype),
     )
     return backend

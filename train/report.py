@@ -19,9 +19,8 @@ Time split (s per step)         waiting for rollouts, the update, the weight syn
 Memory (GiB)                    peak host and GPU memory                           ``memory/...``
 ==============================  =================================================  =========================
 
-The interval of a held-out evaluation is clustered by scenario (``rubrics.multistep.probe.clustered_mean_ci``)
-when its folder (``eval_before/``, ``eval_step_<k>/``, ``eval_warm_start/``, ``eval_after/``) holds its
-rollouts, as in ``report.md``; otherwise the logged ``reward_ci95``.
+The interval of a held-out evaluation is the logged ``reward_ci95``, clustered by scenario
+(``rubrics.intervals``) as everywhere a reward carries a ±.
 """
 
 from __future__ import annotations
@@ -214,11 +213,9 @@ def _held_out(rows: list[dict[str, Any]], run_dir: Path | None) -> Panel:
             mean = row.get(f"{prefix}reward_mean")
             if not isinstance(mean, int | float):
                 continue
-            step = int(row["step"])
-            ci = _clustered_ci(run_dir / _eval_folder(prefix, step)) if run_dir is not None else None
-            if ci is None:
-                ci = float(row.get(f"{prefix}reward_ci95") or math.nan)
-            points[label].append((step, float(mean), ci))
+            ci = row.get(f"{prefix}reward_ci95")
+            ci = float(ci) if isinstance(ci, int | float) else math.nan  # a 0.0 interval stays 0.0
+            points[label].append((int(row["step"]), float(mean), ci))
     panel = Panel(
         [
             Series(label, [p[0] for p in curve], [p[1] for p in curve], errors=[p[2] for p in curve])
@@ -232,21 +229,3 @@ def _held_out(rows: list[dict[str, Any]], run_dir: Path | None) -> Panel:
             str(r["policy"]): float(r["reward_mean"]) for r in json.loads(probe.read_text("utf-8"))
         }
     return panel
-
-
-def _eval_folder(prefix: str, step: int) -> str:
-    """The folder the trainer writes an evaluation logged under ``prefix`` at ``step`` to."""
-    if prefix == "eval/":
-        return "eval_before" if step == 0 else f"eval_step_{step}"
-    return "eval_after" if prefix == "eval_final/" else "eval_warm_start"
-
-
-def _clustered_ci(folder: Path) -> float | None:
-    """The clustered 95% half-width of the mean reward of an evaluation's rollouts; None without them."""
-    rollouts = folder / "rollouts.jsonl"
-    if not rollouts.is_file():
-        return None
-    states = [json.loads(x) for x in rollouts.read_text(encoding="utf-8").splitlines() if x]
-    from train.summary import model_score
-
-    return model_score("model", states).reward_ci95

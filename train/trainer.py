@@ -12,7 +12,7 @@ Departures from textbook GRPO (each a config switch):
   baseline and of the loss;
 - multi-turn rollouts: environment tokens are attended to but never trained on.
 
-The trainer never names a backend: ``train.backend.make_backend`` builds one from the config, and the
+The trainer never names a backend: ``train.backend.rollout_backend`` builds one from the config, and the
 ``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync.
 """
 
@@ -45,7 +45,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from accelerate.utils import set_seed
 
     from envs.evaluation import evaluate_to_dir
-    from train.backend import PolicyWeights, make_backend
+    from train.backend import PolicyWeights, rollout_backend
     from train.checkpoint import load_latest
     from train.distributed import make_accelerator, tune_host_allocator
     from train.metrics_log import RunLogger
@@ -63,7 +63,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     weights = PolicyWeights(accelerator, policy.model)
 
     # -- 2. backend, environment, data ------------------------------------------------------------------
-    backend = make_backend(cfg, weights.module, policy.tokenizer, policy.model_dir)
+    backend = rollout_backend(cfg.rollout, weights.module, policy.tokenizer, policy.model_dir)
     worker = _Worker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)

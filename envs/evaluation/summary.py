@@ -1,5 +1,5 @@
-"""What an evaluation reports: the summary of scored rollouts (means with 95% intervals, pass rates per
-requirement, diversity), as a table and as a plot."""
+"""What an evaluation reports: the summary of scored rollouts (the mean reward with its 95% interval clustered
+by scenario, ``rubrics.intervals``; pass rates per requirement, diversity), as a table and as a plot."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubrics.intervals import cluster_of, clustered_mean_ci
 from rubrics.types import State, StopReason
 
 
@@ -26,7 +27,8 @@ class EvalSummary:
     reward_mean: float = math.nan
     """Mean reward over healthy rollouts."""
     reward_ci95: float = math.nan
-    """Half-width of the 95% confidence interval of the mean (normal approximation)."""
+    """Half-width of the 95% interval of the mean, clustered by scenario (``rubrics.intervals``); NaN with
+    fewer than two scenarios."""
     reward_std: float = math.nan
     """Standard deviation of the reward."""
     pass_rates: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -74,10 +76,9 @@ def summarize(states: Sequence[State], wall_s: float, examples: int) -> EvalSumm
         rollouts=len(states), examples=examples, errored=len(states) - len(healthy), wall_s=wall_s
     )
     if rewards:
-        mean = sum(rewards) / len(rewards)
-        var = sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1) if len(rewards) > 1 else 0.0
+        mean, summary.reward_ci95 = clustered_mean_ci(rewards, [cluster_of(s) for s in healthy])
+        var = math.fsum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1) if len(rewards) > 1 else 0.0
         summary.reward_mean, summary.reward_std = mean, math.sqrt(var)
-        summary.reward_ci95 = 1.96 * math.sqrt(var / len(rewards))
     passes: dict[str, list[int]] = {}
     depth: Counter[int] = Counter()
     stops: Counter[str] = Counter()
@@ -106,7 +107,8 @@ def format_summary(summary: EvalSummary) -> str:
     """The summary as a plain-text table."""
     lines = [
         f"rollouts {summary.rollouts} over {summary.examples} examples ({summary.errored} errored)",
-        f"reward   {summary.reward_mean:.3f} ± {summary.reward_ci95:.3f} (95% CI), std {summary.reward_std:.3f}",
+        f"reward   {summary.reward_mean:.3f} ± {summary.reward_ci95:.3f} (95% CI, clustered by scenario), "
+        f"std {summary.reward_std:.3f}",
         f"tokens   {summary.completion_tokens} in {summary.wall_s:.1f} s = {summary.tokens_per_s:.1f} tokens/s",
         f"distinct first replies {summary.distinct_fraction:.2f}",
         "depth    " + ", ".join(f"{d}: {c}" for d, c in summary.depth.items()),

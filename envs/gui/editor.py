@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.multistep.judging import RULE_KEYS
+from rubrics.judges.matching import RULE_KEYS
 
 REQUIREMENT_KINDS = ("binary", "discrete", "continuous", "unit_vector")
 """Requirement types, in the order the editor offers them."""

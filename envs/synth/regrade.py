@@ -20,7 +20,8 @@ from typing import Any
 
 from envs.synth.plan import PlannedItem
 from envs.synth.validate import CheckError
-from rubrics.judges.formats import JudgeResponse
+from rubrics.judges.base import Judge
+from rubrics.judges.rules import CallableJudge
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
@@ -37,14 +38,11 @@ class _AgreeingJudge:
     def cannot_answer(self, requirement: Requirement) -> str | None:
         return None
 
-    async def judge(
-        self,
-        requirement: Requirement,
-        prompt: Messages | str | None,
-        completion: Messages | str | None,
-        truth: Any,
-    ) -> JudgeResponse:
-        return JudgeResponse(answer=truth["answer"], reasoning="ground truth")
+    def judge_for(self, requirement: Requirement) -> Judge:
+        def agree(answer: Any) -> tuple[Any, str]:
+            return answer["answer"], "ground truth"
+
+        return CallableJudge(agree, name=requirement.name, response_format=requirement.response_format)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "truth"}
@@ -92,8 +90,8 @@ async def regrade(
         req = rubric.graph.requirements[wrong_at]
         judge = rubric.judges[req.judge or rubric.default_judge]
         truth = scenario.answers[wrong_at]
-        verdict = await judge.judge(
-            req, before_wrong or messages, [{"role": "assistant", "content": wrong_reply}], truth
+        verdict = await judge.judge_for(req)(
+            before_wrong or messages, [{"role": "assistant", "content": wrong_reply}], truth
         )
         answer = req.validate_answer(verdict.answer) if verdict.answer is not None else None
         if answer is not None and req.is_correct(answer, truth["answer"]):

@@ -17,7 +17,7 @@ from rubrics.judges.formats import (
 )
 from rubrics.judges.llm import DEFAULT_JUDGE_SYSTEM_PROMPT, LLMJudge, build_judge_messages
 from rubrics.judges.rubric import JudgeRubric
-from rubrics.judges.rules import CallableJudge, KeywordJudge, RegexJudge
+from rubrics.judges.rules import CallableJudge, KeywordJudge, RegexJudge, RulesJudge
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",
@@ -37,6 +37,7 @@ __all__ = [
     "LLMJudgeClient",
     "MalformedVerdictError",
     "RegexJudge",
+    "RulesJudge",
     "UnitVectorJudgeResponseFormat",
     "binary_judge_response_format",
     "build_judge_messages",

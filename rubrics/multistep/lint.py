@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.multistep.judging import phrase_pattern, rule_matches, rule_phrases
+from rubrics.judges.matching import phrase_pattern, rule_matches
+from rubrics.multistep.judging import rule_phrases
 from rubrics.multistep.requirements import Requirement
 
 

@@ -15,8 +15,7 @@ and reward strategy:
 
 The phrase policies need rule judges: a requirement judged by an LLM has no phrase to say, so those
 policies say nothing about it. ``score_rollouts`` gives every row, the trained model's included, the
-same statistics: the mean reward with a 95% interval clustered by scenario (rollouts of one scenario are
-not independent), pass rates per requirement and per level, and the accuracy of each root per branch of
+same statistics: the mean reward with a 95% interval clustered by scenario (``rubrics.intervals``), pass rates per requirement and per level, and the accuracy of each root per branch of
 its ground truth (for first_responder: safe scenes and unsafe ones separately).
 """
 
@@ -28,41 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubrics.intervals import cluster_of, clustered_mean_ci, t95
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import Walk, truth_of
-
-# two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal 1.96)
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042)  # fmt: skip
-
-
-def t95(dof: int) -> float:
-    """The two-sided 95% quantile of Student's t with ``dof`` degrees of freedom."""
-    if dof < 1:
-        return math.nan
-    return _T95[dof - 1] if dof <= len(_T95) else 1.96
-
-
-def clustered_mean_ci(values: Sequence[float], clusters: Sequence[str]) -> tuple[float, float]:
-    """The mean of ``values`` and the half-width of its 95% interval, clustered by ``clusters``.
-
-    The cluster-robust standard error of a mean, ``sqrt(G / (G - 1) * sum_g (sum_{i in g} (y_i - mean))^2)
-    / N`` over G clusters and N values, with Student's t on G - 1 degrees of freedom: a scenario played 8
-    times is one piece of evidence with some noise, not 8. NaN half-width with fewer than two clusters."""
-    if not values:
-        return math.nan, math.nan
-    mean = math.fsum(values) / len(values)
-    residuals: dict[str, float] = defaultdict(float)
-    for value, cluster in zip(values, clusters, strict=True):
-        residuals[cluster] += value - mean
-    groups = len(residuals)
-    if groups < 2:
-        return mean, math.nan
-    variance = groups / (groups - 1) * math.fsum(r * r for r in residuals.values()) / len(values) ** 2
-    return mean, t95(groups - 1) * math.sqrt(variance)
 
 
 @dataclass(frozen=True)
@@ -79,12 +48,8 @@ class Rollout:
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Rollout:
         """From a scored rollout state (a line of an evaluation's ``rollouts.jsonl``)."""
-        info = state.get("info") or {}
-        scenario = info.get("scenario") if isinstance(info, Mapping) else None
-        if not scenario:  # an example without a name: its prompt identifies it
-            scenario = str(state.get("prompt", ""))
         multistep = state.get("multistep") or {}
-        return cls(str(scenario), float(state.get("reward", 0.0)), list(multistep.get("results", [])))
+        return cls(cluster_of(state), float(state.get("reward", 0.0)), list(multistep.get("results", [])))
 
 
 @dataclass

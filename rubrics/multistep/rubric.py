@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from rubrics.judges.matching import check_rule_spec
 from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
-from rubrics.multistep.judging import RequirementJudge, check_rule_spec
+from rubrics.multistep.judging import RequirementJudge
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.strategies import RewardStrategy

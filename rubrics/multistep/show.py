@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from rubrics.multistep.judging import NEGATION_WINDOW, RULE_KEYS, negation_aware
+from rubrics.judges.matching import NEGATION_WINDOW, RULE_KEYS, negation_aware
 from rubrics.multistep.rubric import MultiStepRubric
 
 RULES_LEGEND = (

@@ -211,7 +211,7 @@ class Walk:
         completion: Messages | str | None,
     ) -> tuple[Answer | None, str, str]:
         judge_name = req.judge or self.default_judge
-        verdict = await self.judges[judge_name].judge(req, prompt, completion, truth)
+        verdict = await self.judges[judge_name].judge_for(req)(prompt, completion, truth)
         answer = verdict.answer
         if answer is not None:
             answer = req.validate_answer(answer)

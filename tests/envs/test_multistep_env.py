@@ -169,10 +169,16 @@ def test_the_stratum_of_a_scenario_is_the_ground_truth_of_the_rubric_s_roots() -
 class FlakyJudge(RuleJudge):
     """The rule judge, except that a reply saying "boom" gets no verdict (as an LLM judge after its retries)."""
 
-    async def judge(self, requirement, prompt, completion, truth):
-        if "boom" in str(completion):
-            raise JudgeError(f"judge gave no verdict on {requirement.name!r} after 3 attempts")
-        return await super().judge(requirement, prompt, completion, truth)
+    def judge_for(self, requirement):
+        rules = super().judge_for(requirement)
+
+        async def flaky(prompt, completion, answer=None, state=None):
+            if "boom" in str(completion):
+                raise JudgeError(f"judge gave no verdict on {requirement.name!r} after 3 attempts")
+            return await rules(prompt, completion, answer, state)
+
+        flaky.name, flaky.response_format = rules.name, rules.response_format
+        return flaky
 
 
 async def test_a_failing_rollout_is_marked_and_the_group_goes_on(tiny_model_dir: Path) -> None:

@@ -11,9 +11,8 @@ from rubrics import Rubric
 from rubrics.advantages import (
     EPS,
     batch_scale,
-    centred_mean,
     group_advantages,
-    plain_mean,
+    mean,
     rewards_and_errors,
     sample_std,
     step_advantages,
@@ -31,20 +30,21 @@ def test_group_scale_uses_sample_std() -> None:
     assert g.std == pytest.approx(math.sqrt(1 / 3))
 
 
-def test_scaled_advantages_keep_the_plain_mean_bit_for_bit() -> None:
-    # [1, 0, 0]: fsum 1 / 3 = 0.3333333333333333, while the centred mean 1 + fsum(0, -1, -1) / 3 = 1 - 0.666...
-    # rounds to 0.33333333333333337: the scaled path keeps the plain mean (the trainer's numbers, bit for bit)
+def test_every_path_takes_one_mean_around_the_first_reward() -> None:
+    # [1, 0, 0]: fsum 1 / 3 = 0.3333333333333333, but the mean around the first value,
+    # 1 + fsum(0, -1, -1) / 3 = 1 - 0.6666666666666666, rounds to 0.33333333333333337; scaled and unscaled
+    # advantages both subtract it
     rewards = [1.0, 0.0, 0.0]
-    assert plain_mean(rewards) != centred_mean(rewards)
-    g = group_advantages(rewards, [False] * 3, scale="group")
-    m = math.fsum(rewards) / 3
+    m = 1.0 + math.fsum([0.0, -1.0, -1.0]) / 3
+    assert mean(rewards) == m == 0.33333333333333337 != math.fsum(rewards) / 3
     std = math.sqrt(math.fsum((r - m) ** 2 for r in rewards) / 2)
+    g = group_advantages(rewards, [False] * 3, scale="group")
     assert g.mean == m
     assert g.advantages_G == [(r - m) / (std + EPS) for r in rewards]
-    # unscaled: the centred mean, as the rubric API always had it
-    assert group_advantages(rewards, [False] * 3, scale="none").advantages_G == [
-        r - centred_mean(rewards) for r in rewards
-    ]
+    assert group_advantages(rewards, [False] * 3, scale="none").advantages_G == [r - m for r in rewards]
+    # batch: the same group mean, divided by the batch std
+    (b,) = batch_scale([rewards], [[False] * 3])
+    assert b.mean == m and b.advantages_G == [(r - m) / (std + EPS) for r in rewards]
 
 
 def test_errored_rollouts_are_out_of_the_baseline_and_get_zero() -> None:
@@ -72,8 +72,8 @@ def test_zero_variance_groups_are_flagged_and_zero() -> None:
 
 
 def test_unscaled_equal_rewards_give_exactly_zero_without_a_tolerance() -> None:
-    # fsum([0.1] * 3) / 3 = 0.10000000000000002; the centred mean 0.1 + fsum(0, 0, 0) / 3 is exactly 0.1
-    assert plain_mean([0.1] * 3) != 0.1
+    # fsum([0.1] * 3) / 3 = 0.10000000000000002; the mean 0.1 + fsum(0, 0, 0) / 3 is exactly 0.1
+    assert math.fsum([0.1] * 3) / 3 != 0.1 and mean([0.1] * 3) == 0.1
     g = group_advantages([0.1, 0.1, 0.1, 7.0], [False, False, False, True], scale="none")
     assert (g.advantages_G, g.zero_variance, g.mean) == ([0.0, 0.0, 0.0, 0.0], True, 0.1)
     # unscaled, nothing is zeroed: [0.3, 0.1 + 0.2, 0.3] centred on 0.3: deviations [0, 2^-54, 0],
@@ -135,7 +135,7 @@ async def test_rubric_api_and_trainer_give_the_same_unscaled_advantages() -> Non
             raise RuntimeError("judge unavailable")
         return float(completion)
 
-    # rewards [1, 0, 0, err, 0.7]: the first reward is 1, so the centred and plain means differ in the last bit
+    # rewards [1, 0, 0, err, 0.7]: healthy mean 1 + fsum(0, -1, -1, -0.3) / 4 = 0.42500000000000004 on both paths
     states = [{"completion": c} for c in ("1", "0", "0", "boom", "0.7")]
     await Rubric(funcs=[score]).score_group(states)
     assert states[3]["error"] and math.isnan(states[3]["reward"])

@@ -17,7 +17,7 @@ from rubrics.criteria_scores import (
     step_tag_metrics,
     tag_scores,
 )
-from rubrics.multistep.probe import clustered_mean_ci, t95
+from rubrics.intervals import clustered_mean_ci, t95
 
 
 def verdict(weight: float, met: bool, *tags: str, by: str = "llm") -> dict[str, Any]:

@@ -171,21 +171,23 @@ def test_the_last_step_is_drawn(tmp_path: Path) -> None:
     )
 
 
-def test_held_out_panel_clustered_interval_and_trivial_policies(tmp_path: Path) -> None:
+def test_held_out_panel_draws_the_logged_interval_and_trivial_policies(tmp_path: Path) -> None:
+    """The error bars are the logged ``reward_ci95`` (the evaluation's clustered interval), a 0.0 included;
+    an interval that could not be computed (logged as null) is drawn as none."""
     run = tmp_path / "run"
     metrics = _three_step_run(run)
+    lines = metrics.read_text().splitlines()
+    lines[-1] = lines[-1].replace('"eval_final/reward_ci95": 0.07', '"eval_final/reward_ci95": 0.0')
+    lines.append(
+        json.dumps({"step": 3, "eval_warm_start/reward_mean": 0.2, "eval_warm_start/reward_ci95": None})
+    )
+    metrics.write_text("\n".join(lines) + "\n")
     (run / "probe.json").write_text(json.dumps([{"policy": "majority", "reward_mean": 0.25}]))
-    (run / "eval_after").mkdir()
-    rollouts = [  # two scenarios, two rollouts each; scenario means 0.1 and 0.5, overall 0.3
-        {"info": {"scenario": name}, "reward": reward}
-        for name, rewards in (("a", (0.0, 0.2)), ("b", (0.4, 0.6)))
-        for reward in rewards
-    ]
-    (run / "eval_after" / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
     panel = figure_data(read_metrics(metrics), run)["Held-out evaluation"]
     assert panel.lines == {"majority": 0.25}
-    # clustered: residual sums -0.4 and +0.4; variance = 2/1 * (0.16 + 0.16) / 4^2 = 0.04, se 0.2; t(1) 12.706
-    assert panel.series[0].errors == pytest.approx([0.05, 0.06, 12.706 * 0.2])
+    held_out, warm = panel.series
+    assert held_out.errors == [0.05, 0.06, 0.0]
+    assert warm.values == [0.2] and math.isnan(warm.errors[0])
     assert write_report(metrics, run / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

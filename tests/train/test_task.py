@@ -55,8 +55,8 @@ def test_the_system_prompt_states_the_job_not_the_answer(config: str) -> None:
     """No rule that looks for words (any, all, regex) is satisfied by the system prompt itself: a model
     that repeats its instructions earns nothing."""
     from envs.multistep_env import DEFAULT_SYSTEM_PROMPT
+    from rubrics.judges.matching import rule_matches
     from rubrics.multistep.io import load_rubric
-    from rubrics.multistep.judging import rule_matches
 
     cfg = load_config(ROOT / "configs/train" / config)
     rubric = load_rubric(ROOT / cfg.env.rubric)

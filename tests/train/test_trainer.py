@@ -87,6 +87,10 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
     peaks = [r["memory/peak_rss_gib"] for r in steps]
     assert 0.1 < peaks[0] <= peaks[1] <= peak_now  # a running maximum, in GiB
     assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
+    # one interval: summary.json's is the one logged for report.png (all rewards 0.0: a half-width of 0.0)
+    after = json.loads((run / "eval_after" / "summary.json").read_text())
+    logged = next(r["eval_final/reward_ci95"] for r in rows if "eval_final/reward_ci95" in r)
+    assert after["reward_ci95"] == logged == 0.0
     assert (run / "report.png").stat().st_size > 10_000
     assert (run / "eval_before" / "rollouts.jsonl").is_file() and (run / "eval_after" / "eval.png").is_file()
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
@@ -206,7 +210,9 @@ def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_fac
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(
-        train_backend, "make_backend", lambda cfg, policy, tokenizer, model_dir: backend_factory(tokenizer)
+        train_backend,
+        "rollout_backend",
+        lambda rollout, policy, tokenizer, model_dir: backend_factory(tokenizer),
     )
     cfg = run_config(
         "first_responder_cpu.yaml",
@@ -318,7 +324,9 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
 
     good, bad = "The scene is safe. The patient is alert and oriented.", "I will look around first."
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(train_backend, "make_backend", lambda c, p, tok, d: CyclingBackend(tok, [good, bad]))
+    monkeypatch.setattr(
+        train_backend, "rollout_backend", lambda r, p, tok, d: CyclingBackend(tok, [good, bad])
+    )
     cfg = run_config(
         "first_responder_gpu_vllm.yaml",
         tiny_model_dir,

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from rubrics.judges.base import Judge
 from rubrics.judges.formats import JudgeResponse
 from rubrics.multistep import BinaryRequirement, Requirement, RuleJudge
 
@@ -24,9 +25,11 @@ class ScriptedJudge:
     def cannot_answer(self, requirement: Requirement) -> str | None:
         return None
 
-    async def judge(
-        self, requirement: Requirement, prompt: Any, completion: Any, truth: Any
-    ) -> JudgeResponse:
+    def judge_for(self, requirement: Requirement) -> Judge:
+        return _Scripted(self, requirement)
+
+    async def answer(self, requirement: Requirement) -> JudgeResponse:
+        """The table's answer for ``requirement``, after ``delay_s`` (an exception in the table is raised)."""
         self.calls.append(requirement.name)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
@@ -42,6 +45,19 @@ class ScriptedJudge:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "scripted"}
+
+
+class _Scripted:
+    """A ``ScriptedJudge``'s judge of one requirement."""
+
+    def __init__(self, owner: ScriptedJudge, requirement: Requirement) -> None:
+        self.owner, self.requirement = owner, requirement
+        self.name, self.response_format = requirement.name, requirement.response_format
+
+    async def __call__(
+        self, prompt: Any, completion: Any, answer: Any = None, state: Any = None
+    ) -> JudgeResponse:
+        return await self.owner.answer(self.requirement)
 
 
 def quickstart_requirements() -> list[Requirement]:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from rubrics.judges.matching import rule_matches
 from rubrics.multistep import MultiStepRubric, Scenario, ground_truth_walk, load_rubric, load_scenarios
-from rubrics.multistep.judging import rule_matches, rule_phrases
+from rubrics.multistep.judging import rule_phrases
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ["first_responder", "incident_triage"]

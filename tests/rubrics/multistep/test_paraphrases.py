@@ -12,9 +12,16 @@ from typing import Any
 
 import pytest
 
-from rubrics.judges.rules import inflections, keyword_pattern
+from rubrics.judges.matching import (
+    asserted,
+    check_rule_spec,
+    denied,
+    inflections,
+    phrase_pattern,
+    rule_matches,
+)
 from rubrics.multistep import MultiStepRubric, RuleJudge, load_rubric
-from rubrics.multistep.judging import asserted, check_rule_spec, denied, rule_matches, rule_phrases
+from rubrics.multistep.judging import rule_phrases
 
 ROOT = Path(__file__).resolve().parents[3]
 RUBRIC = load_rubric(ROOT / "configs/rubrics/first_responder.yaml")
@@ -337,7 +344,7 @@ CASES = [
 
 def judged(name: str, text: str) -> Any:
     requirement = RUBRIC.graph.requirements[name]
-    return asyncio.run(RuleJudge().judge(requirement, None, text, None)).answer
+    return asyncio.run(RuleJudge().judge_for(requirement)(None, text, None)).answer
 
 
 def test_every_requirement_and_answer_has_paraphrases() -> None:
@@ -423,7 +430,8 @@ def test_inflection_keeps_whole_words() -> None:
     assert inflections("is") == ["is"]
     assert not asserted("ems", "I check the items")
     assert not asserted("pulse", "impulses")
-    assert keyword_pattern("ems").search("EMS is here") and not keyword_pattern("ems").search("items")
+    ems = phrase_pattern("ems", inflect=False)
+    assert ems.search("EMS is here") and not ems.search("items")
 
 
 @pytest.mark.parametrize(

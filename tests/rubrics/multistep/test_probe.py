@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from rubrics.intervals import clustered_mean_ci, t95
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, Scenario
 from rubrics.multistep.probe import (
     PolicyScore,
     Rollout,
-    clustered_mean_ci,
     majority_answers,
     paired_difference,
     probe,
     score_rollouts,
-    t95,
 )
 
 from .helpers import rule_judges

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from rubrics.judges.matching import check_rule_spec, rule_verdict
 from rubrics.loading import load_yaml_file
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, load_rubric, save_rubric
-from rubrics.multistep.judging import check_rule_spec, rule_verdict
 from rubrics.multistep.lint import requirement_warnings
 from rubrics.multistep.show import describe
 from train.cli import main
@@ -30,7 +30,7 @@ def test_rules_written_before_negation_awareness_keep_their_verdicts(case: dict,
     for value, spec in case["rules"].items():
         check_rule_spec(case["name"], value, spec)
     requirement = BinaryRequirement(name=case["name"], question="?", rules=case["rules"])
-    judged = asyncio.run(RuleJudge().judge(requirement, None, reply, None))
+    judged = asyncio.run(RuleJudge().judge_for(requirement)(None, reply, None))
     assert judged.answer == case["verdicts"][reply] == rule_verdict(requirement.rules, reply)
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from rubrics.judges.matching import phrase_pattern
 from rubrics.multistep import MultiStepRubric, Scenario, ground_truth_walk, load_rubric, load_scenarios
-from rubrics.multistep.judging import phrase_pattern
 
 ROOT = Path(__file__).resolve().parents[3]
 SPLITS = {"train": 40, "heldout": 12}  # split -> the fewest scenarios it may hold
