@@ -129,7 +129,12 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"rubric-grpo serve: {exc}", file=sys.stderr)
         return 2
     return serve(
-        model, host=args.host, port=args.port, extra_args=args.vllm_args, max_model_len=args.max_model_len
+        model,
+        host=args.host,
+        port=args.port,
+        extra_args=args.vllm_args,
+        max_model_len=args.max_model_len,
+        lora_rank=args.lora_rank,
     )
 
 
@@ -301,6 +306,12 @@ def _add_serve(sub: _Subcommands) -> None:
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
     srv.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
     srv.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
+    srv.add_argument(
+        "--lora-rank",
+        type=int,
+        metavar="R",
+        help="serve the base model of a LoRA run with model.lora.r = R (loads its adapters at run time)",
+    )
     srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
     srv.set_defaults(handler=_serve)
 
