@@ -1,7 +1,7 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
 ``make_backend`` is the one place that reads ``rollout.backend``, and hands it to ``envs.build.make_backend``,
-which builds every backend. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
+which builds every backend; for a LoRA run on vLLM it first checks that the servers load adapters of its rank. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
 (generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
 ``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
 state dict gathered from the shards, the main process.
@@ -53,6 +53,8 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path)
     module) and its tokenizer."""
     from train.distributed import resolve_inference_dtype
 
+    if cfg.model.lora is not None and cfg.rollout.backend == "vllm":
+        check_lora_servers(cfg)
     backend, _ = build_backend(
         cfg.rollout.backend,
         model_dir,
@@ -63,3 +65,17 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path)
         sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
     )
     return backend
+
+
+def check_lora_servers(cfg: TrainConfig) -> None:
+    """Raise ``ValueError`` naming ``model.lora.r`` and the server flag to set unless every server of
+    ``rollout.vllm_urls`` loads adapters of rank ``model.lora.r`` at run time (checked at connect, before
+    the first rollout)."""
+    from envs.serving.adapters import check_lora_server
+
+    assert cfg.model.lora is not None
+    for url in cfg.rollout.vllm_urls:
+        try:
+            check_lora_server(url, cfg.model.lora.r)
+        except ValueError as exc:
+            raise ValueError(f"model.lora.r: {exc}") from None
