@@ -63,8 +63,19 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, model_dir: Path)
         tokenizer=tokenizer,
         max_batch_rows=cfg.rollout.prompts_per_step * cfg.rollout.group_size,
         sampling_dtype=resolve_inference_dtype(cfg.rollout.inference_dtype),
+        adapter_prefix=adapter_prefix(cfg),
     )
     return backend
+
+
+def adapter_prefix(cfg: TrainConfig) -> str:
+    """The names of a LoRA run's adapters on vLLM servers start with ``policy-`` and 8 hex digits of its
+    output folder: the same in every process of the run (those that do not push name what the main one
+    loaded), and apart from another run's on a shared server."""
+    import hashlib
+
+    folder = str(Path(cfg.logging.output_dir).resolve())
+    return f"policy-{hashlib.sha256(folder.encode()).hexdigest()[:8]}"
 
 
 def check_lora_servers(cfg: TrainConfig) -> None:

@@ -71,6 +71,8 @@ class VllmBackend:
             stopped on EOS ends with it.
         backoff_s: First retry delay; doubled each retry, at most ``8 * backoff_s``.
         skip_special_tokens: Passed to the server for the ``text`` field only (ids are never affected).
+        adapter_prefix: A LoRA run's adapters are named ``<adapter_prefix>-step-N`` on the servers: give
+            every process of a run the same one (random by default).
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class VllmBackend:
         *,
         backoff_s: float = 0.5,
         skip_special_tokens: bool = True,
+        adapter_prefix: str | None = None,
     ) -> None:
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -114,7 +117,7 @@ class VllmBackend:
         """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
         self.weight_version = 0
         """The step of the weights last pushed (requests are stamped with it when they are sent)."""
-        self.adapters = AdapterSync(self.base_urls, timeout_s=max(self.timeout_s, 300.0))
+        self.adapters = AdapterSync(self.base_urls, max(self.timeout_s, 300.0), prefix=adapter_prefix)
         """A LoRA policy's adapters on the servers; requests name the current one (else ``model``)."""
         self.sync_stats: dict[str, float] = {}
         """What the last ``sync_weights`` sent (``sync/bytes``) and how long writing (``sync/save_s``) and
@@ -168,10 +171,10 @@ class VllmBackend:
         Every process calls it: the state dict is gathered from the shards (collective under ZeRO-3); the
         main process pushes; then every process waits for it."""
         state_dict = weights.full_state_dict()
+        adapted = is_adapted(weights.module)
         if weights.is_main:
-            module = weights.module
-            if is_adapted(module):
-                self.sync_stats = await self.adapters.push(module, state_dict, step)
+            if adapted:
+                self.sync_stats = await self.adapters.push(weights.module, state_dict, step)
             else:
                 pushed = await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
                 self.sync_stats = {
@@ -180,6 +183,8 @@ class VllmBackend:
                     "sync/load_s": max(pushed.server_seconds.values()),
                 }
         weights.barrier()
+        if adapted and not weights.is_main:  # the main process loaded it: name it too
+            self.adapters.follow(step)
         self.weight_version = step
 
     def weights_changed(self, step: int) -> None:

@@ -12,8 +12,12 @@ optimiser step :meth:`AdapterSync.push`:
 4. ``POST /v1/unload_lora_adapter`` of the previous name on every server (it leaves ``GET /v1/models``), and
    deletes the previous folder once no request of this client that names it is in flight.
 
+The other processes of a run push nothing; after the barrier they name the adapter the main process loaded
+(:meth:`AdapterSync.follow`), which is why a run's processes share the names' prefix.
+
 Nothing pauses: a request in flight keeps the adapter it named (vLLM holds it in memory, up to
-``--max-loras`` of them), and a folder is kept while such a request may need it again. A failure raises
+``--max-loras`` of them), and a folder is kept while a request of the main process naming it is in flight
+(the other processes' requests rely on vLLM's copy in memory). A failure raises
 :class:`~envs.serving.weights.WeightSyncError` naming the server, the step and the cause, with the previous
 adapter still current. vLLM 0.32 serves LoRA on its CPU build too (eager, without compilation).
 """
@@ -127,16 +131,23 @@ class AdapterSync:
         base_urls: Root URLs of the servers.
         timeout_s: Limit of every load and unload call.
         tmp_dir: Where the adapter folders go; ``/dev/shm`` when it exists, else the system's temporary folder.
+        prefix: Names of the run's adapters start with it (``<prefix>-step-N``): the same in every process of
+            a run, so that the processes that do not push name what the main one loaded (:meth:`follow`);
+            a random one by default.
     """
 
     def __init__(
-        self, base_urls: Sequence[str], timeout_s: float = 300.0, tmp_dir: str | None = None
+        self,
+        base_urls: Sequence[str],
+        timeout_s: float = 300.0,
+        tmp_dir: str | None = None,
+        prefix: str | None = None,
     ) -> None:
         self.base_urls = [normalize_base_url(u) for u in base_urls]
         self.timeout_s = timeout_s
         self.tmp_dir = tmp_dir or default_tmp_dir()
-        self.prefix = f"policy-{uuid.uuid4().hex[:8]}"
-        """Names of this trainer's adapters start with it, so that two runs on one server never collide."""
+        self.prefix = prefix or f"policy-{uuid.uuid4().hex[:8]}"
+        """Names of this run's adapters start with it, so that two runs on one server never collide."""
         self.current: str | None = None
         """The adapter requests name (their ``model``); None before the first push: the base model."""
         self.in_flight: collections.Counter[str] = collections.Counter()
@@ -146,7 +157,7 @@ class AdapterSync:
     async def push(self, module: Any, state_dict: Mapping[str, Any], step: int) -> dict[str, float]:
         """Load ``module``'s adapter (weights from ``state_dict``) into every server as ``<prefix>-step-<step>``,
         make it current, unload the previous one; returns the metrics of the sync (``sync/...``)."""
-        name = f"{self.prefix}-step-{step}"
+        name = self.name(step)
         folder = Path(tempfile.mkdtemp(prefix=f"rubric-grpo-{name}-", dir=self.tmp_dir))
         self._folders[name] = folder
         t0 = time.perf_counter()
@@ -155,7 +166,17 @@ class AdapterSync:
         body = {"lora_name": name, "lora_path": str(folder)}
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                await self._everywhere(client, "/v1/load_lora_adapter", body, f"step {step}: load adapter")
+                try:
+                    await self._everywhere(
+                        client, "/v1/load_lora_adapter", body, f"step {step}: load adapter"
+                    )
+                except WeightSyncError as exc:  # left by a run in this folder that stopped without closing
+                    if "has already been loaded" not in str(exc):
+                        raise
+                    await self._unload(client, name)
+                    await self._everywhere(
+                        client, "/v1/load_lora_adapter", body, f"step {step}: load adapter"
+                    )
                 previous, self.current = self.current, name
                 t_unload = time.perf_counter()
                 if previous is not None:
@@ -183,6 +204,22 @@ class AdapterSync:
         if errors:
             raise WeightSyncError("; ".join(str(e) for e in errors)) from errors[0]
 
+    def name(self, step: int) -> str:
+        """The name of the adapter of ``step``."""
+        return f"{self.prefix}-step-{step}"
+
+    def follow(self, step: int) -> None:
+        """Name the adapter of ``step`` from now on, loaded by another process of the run (the main one)."""
+        self.current = self.name(step)
+
+    async def _unload(self, client: httpx.AsyncClient, name: str) -> None:
+        """Unload ``name`` from every server that has it (no error where it is not loaded)."""
+        body = {"lora_name": name}
+        await asyncio.gather(
+            *(_post(client, u, "/v1/unload_lora_adapter", body, "unload") for u in self.base_urls),
+            return_exceptions=True,
+        )
+
     def _delete_unused(self) -> None:
         """Delete the folder of every adapter that is not current and has no request of ours in flight."""
         for name in [n for n in self._folders if n != self.current and not self.in_flight[n]]:
@@ -193,14 +230,11 @@ class AdapterSync:
         return self._folders.get(name)
 
     async def close(self) -> None:
-        """Unload the current adapter from the servers (best effort) and delete every folder."""
-        if self.current is not None:
+        """Unload the current adapter from the servers if this process loaded it (best effort) and delete
+        every folder."""
+        if self.current is not None and self.current in self._folders:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                body = {"lora_name": self.current}
-                await asyncio.gather(
-                    *(_post(client, u, "/v1/unload_lora_adapter", body, "unload") for u in self.base_urls),
-                    return_exceptions=True,
-                )
-            self.current = None
+                await self._unload(client, self.current)
+        self.current = None
         self.in_flight.clear()
         self._delete_unused()

@@ -217,3 +217,40 @@ async def test_only_the_adapter_goes_and_requests_name_it(
     await backend.close()
     assert _listed(server) == [str(tiny_model_dir)]
     assert last_folder is not None and not last_folder.exists()
+
+
+class _OtherProcess(_Weights):
+    """The same policy as a process of the run that is not the main one sees it."""
+
+    is_main = False
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
+    lora_vllm_server: VllmServer, tiny_model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    server = lora_vllm_server
+    prompt = list(AutoTokenizer.from_pretrained(tiny_model_dir).encode(PROMPT, add_special_tokens=False))
+    crashed_policy, policy = _adapted(tiny_model_dir, r=8, seed=3), _adapted(tiny_model_dir, r=8, seed=4)
+    assert _greedy(crashed_policy, prompt) != _greedy(policy, prompt)
+    # a run that stopped without closing left its step-1 adapter loaded; the resumed run (same prefix) reloads it
+    crashed = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
+    await crashed.sync_weights(_Weights(crashed_policy), step=1)
+    main = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
+    other = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
+    await main.sync_weights(_Weights(policy), step=1)
+    await other.sync_weights(_OtherProcess(policy), step=1)  # pushes nothing: names what the main one loaded
+    assert other.sync_stats == {} and other.adapters.folder("policy-test-step-1") is None
+    want = _greedy(policy, prompt)
+    for backend in (main, other):
+        tokens, model = await _served(backend, prompt)
+        assert model == "policy-test-step-1" and tokens == want[: len(tokens)] and len(tokens) >= 3
+    await other.close()  # a process that did not load the adapter leaves it to the main one
+    assert "policy-test-step-1" in _listed(server)
+    await main.close()
+    assert _listed(server) == [str(tiny_model_dir)]
+    crashed.adapters.current = None  # its adapter is gone from the server already: only its folder is left
+    await crashed.close()
