@@ -159,6 +159,8 @@ class AdapterSync:
         make it current, unload the previous one; returns the metrics of the sync (``sync/...``)."""
         name = self.name(step)
         folder = Path(tempfile.mkdtemp(prefix=f"rubric-grpo-{name}-", dir=self.tmp_dir))
+        if name in self._folders:  # the same step pushed again: it replaces its own adapter below
+            shutil.rmtree(self._folders[name], ignore_errors=True)
         self._folders[name] = folder
         t0 = time.perf_counter()
         written = await asyncio.to_thread(write_adapter, module, state_dict, folder)
@@ -179,7 +181,7 @@ class AdapterSync:
                     )
                 previous, self.current = self.current, name
                 t_unload = time.perf_counter()
-                if previous is not None:
+                if previous is not None and previous != name:
                     body = {"lora_name": previous}
                     await self._everywhere(
                         client, "/v1/unload_lora_adapter", body, f"step {step}: unload adapter"

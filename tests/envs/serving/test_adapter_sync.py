@@ -248,6 +248,11 @@ async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
     for backend in (main, other):
         tokens, model = await _served(backend, prompt)
         assert model == "policy-test-step-1" and tokens == want[: len(tokens)] and len(tokens) >= 3
+    first_folder = main.adapters.folder("policy-test-step-1")
+    await main.sync_weights(_Weights(policy), step=1)  # the same step again replaces its own adapter
+    assert _listed(server).count("policy-test-step-1") == 1 and first_folder and not first_folder.exists()
+    tokens, _ = await _served(main, prompt)
+    assert tokens == want[: len(tokens)]
     await other.close()  # a process that did not load the adapter leaves it to the main one
     assert "policy-test-step-1" in _listed(server)
     await main.close()
