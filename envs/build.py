@@ -244,13 +244,15 @@ def make_backend(
     tokenizer: Any = None,
     max_batch_rows: int = 64,
     sampling_dtype: str | None = None,
+    adapter_prefix: str | None = None,
 ) -> tuple[TrainingBackend, Any]:
     """The backend named ``backend`` on the model of ``model_dir``, and the tokenizer it samples with.
 
     ``local``: transformers in this process, sampling from ``policy`` (the trainer's module, with its
     ``tokenizer``) or, without one, from ``model_dir`` loaded on the CPU in float32; ``max_batch_rows`` and
     ``sampling_dtype`` as ``LocalBackend`` takes them. ``vllm``: the servers at ``vllm_urls``, which serve
-    ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s."""
+    ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
+    ``<adapter_prefix>-step-N`` there."""
     if backend == "local":
         from envs.backends.local import LocalBackend
 
@@ -270,5 +272,5 @@ def make_backend(
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        return VllmBackend(vllm_urls, str(model_dir)), tokenizer
+        return VllmBackend(vllm_urls, str(model_dir), adapter_prefix=adapter_prefix), tokenizer
     raise ValueError(f"backend must be 'local' or 'vllm', got {backend!r}")

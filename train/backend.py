@@ -1,7 +1,8 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
 ``rollout_backend`` adapts a run's ``rollout`` section to ``envs.build.make_backend``, the one backend
-factory: it is the one place that reads ``rollout.backend``. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
+factory: it is the one place that reads ``rollout.backend``; for a LoRA run on vLLM it first checks that the
+servers load adapters of its rank. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
 (generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
 ``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
 state dict gathered from the shards, the main process.
@@ -48,11 +49,21 @@ class PolicyWeights:
         self.accelerator.wait_for_everyone()
 
 
-def rollout_backend(rollout: RolloutConfig, policy: Any, tokenizer: Any, model_dir: Path) -> TrainingBackend:
+def rollout_backend(
+    rollout: RolloutConfig,
+    policy: Any,
+    tokenizer: Any,
+    model_dir: Path,
+    lora_rank: int | None = None,
+    adapter_prefix: str | None = None,
+) -> TrainingBackend:
     """The backend ``rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the unwrapped
-    module) and its tokenizer, batching up to one step's rollouts."""
+    module) and its tokenizer, batching up to one step's rollouts. ``lora_rank``: the run's ``model.lora.r``
+    (a LoRA run on vLLM checks its servers first); ``adapter_prefix`` names its adapters there."""
     from train.distributed import resolve_inference_dtype
 
+    if lora_rank is not None and rollout.backend == "vllm":
+        check_lora_servers(rollout.vllm_urls, lora_rank)
     backend, _ = make_backend(
         rollout.backend,
         model_dir,
@@ -61,5 +72,29 @@ def rollout_backend(rollout: RolloutConfig, policy: Any, tokenizer: Any, model_d
         tokenizer=tokenizer,
         max_batch_rows=rollout.prompts_per_step * rollout.group_size,
         sampling_dtype=resolve_inference_dtype(rollout.inference_dtype),
+        adapter_prefix=adapter_prefix,
     )
     return backend
+
+
+def adapter_prefix(output_dir: str | Path) -> str:
+    """The names of a LoRA run's adapters on vLLM servers start with ``policy-`` and 8 hex digits of its
+    output folder: the same in every process of the run (those that do not push name what the main one
+    loaded), and apart from another run's on a shared server."""
+    import hashlib
+
+    folder = str(Path(output_dir).resolve())
+    return f"policy-{hashlib.sha256(folder.encode()).hexdigest()[:8]}"
+
+
+def check_lora_servers(vllm_urls: list[str], rank: int) -> None:
+    """Raise ``ValueError`` naming ``model.lora.r`` and the server flag to set unless every server of
+    ``vllm_urls`` loads adapters of rank ``rank`` at run time (checked at connect, before the first
+    rollout)."""
+    from envs.serving.adapters import check_lora_server
+
+    for url in vllm_urls:
+        try:
+            check_lora_server(url, rank)
+        except ValueError as exc:
+            raise ValueError(f"model.lora.r: {exc}") from None

@@ -128,8 +128,38 @@ def _serve(args: argparse.Namespace) -> int:
     except ModelNotAvailableError as exc:
         print(f"rubric-grpo serve: {exc}", file=sys.stderr)
         return 2
+    vllm_args = _serve_options_after_model(args)
     return serve(
-        model, host=args.host, port=args.port, extra_args=args.vllm_args, max_model_len=args.max_model_len
+        model,
+        host=args.host,
+        port=args.port,
+        extra_args=vllm_args,
+        max_model_len=args.max_model_len,
+        lora_rank=args.lora_rank,
+    )
+
+
+def _serve_options_after_model(args: argparse.Namespace) -> list[str]:
+    """Set on ``args`` the serve options written after MODEL (``serve smollm2 --port 8001``: argparse's
+    REMAINDER takes every word after MODEL); returns the flags for ``vllm serve``: the words after ``--``
+    and those that are not serve options."""
+    words = list(args.vllm_args)
+    cut = words.index("--") if "--" in words else len(words)
+    options = argparse.ArgumentParser(add_help=False)
+    _serve_options(options)
+    _, unknown = options.parse_known_args(words[:cut], namespace=args)
+    return [*unknown, *words[cut + 1 :]]
+
+
+def _serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    parser.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
+    parser.add_argument(
+        "--lora-rank",
+        type=int,
+        metavar="R",
+        help="serve the base model of a LoRA run with model.lora.r = R (loads its adapters at run time)",
     )
 
 
@@ -298,9 +328,7 @@ def _add_eval(sub: _Subcommands) -> None:
 def _add_serve(sub: _Subcommands) -> None:
     srv = sub.add_parser("serve", help="start a vLLM server for RL (weight updates, token ids, logprobs)")
     srv.add_argument("model", help="'smollm2' or a local model folder")
-    srv.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
-    srv.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
-    srv.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
+    _serve_options(srv)
     srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
     srv.set_defaults(handler=_serve)
 

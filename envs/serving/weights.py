@@ -57,6 +57,8 @@ class WeightPushResult:
     """The safetensors file or folder the servers loaded (deleted afterwards when it was temporary)."""
     save_seconds: float
     """Writing the state dict (0 when a path was given)."""
+    bytes: int
+    """Size of what the servers read: the file, or every safetensors file of the folder."""
     total_seconds: float
     """From the call to the last server resumed."""
     reload_seconds: dict[str, float] = field(default_factory=dict)
@@ -65,7 +67,8 @@ class WeightPushResult:
     """Per server: pause, reload, cache reset and resume, as seen by the client."""
 
 
-def _default_tmp_dir() -> str | None:
+def default_tmp_dir() -> str | None:
+    """``/dev/shm`` when it exists and is writable (files there are shared memory), else None (the system's)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
@@ -99,6 +102,12 @@ def _existing_path(weights: str | Path) -> str:
     if not path.exists():
         raise FileNotFoundError(f"no weights at {path}")
     return str(path)
+
+
+def _size(path: str) -> int:
+    """Bytes of a safetensors file, or of the safetensors files of a folder."""
+    p = Path(path)
+    return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.glob("*.safetensors"))
 
 
 async def _call(
@@ -199,16 +208,16 @@ async def push_weights(
     t0 = time.perf_counter()
     tmp: tempfile.TemporaryDirectory[str] | None = None
     save_s = 0.0
+    size = 0
     try:
         if isinstance(weights, str | Path):
             path = _existing_path(weights)
         else:
-            tmp = tempfile.TemporaryDirectory(
-                prefix="rubric-grpo-weights-", dir=tmp_dir or _default_tmp_dir()
-            )
+            tmp = tempfile.TemporaryDirectory(prefix="rubric-grpo-weights-", dir=tmp_dir or default_tmp_dir())
             t_save = time.perf_counter()
             path = str(await asyncio.to_thread(save_state_dict, weights, Path(tmp.name) / WEIGHTS_FILE))
             save_s = time.perf_counter() - t_save
+        size = _size(path)
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             outcomes = await asyncio.gather(
                 *(_push_one(client, u, path, timeout_s, pause_mode, weight_version) for u in urls),
@@ -222,7 +231,9 @@ async def push_weights(
         if len(errors) == 1:
             raise errors[0]
         raise WeightSyncError("; ".join(str(e) for e in errors)) from errors[0]
-    result = WeightPushResult(path=path, save_seconds=save_s, total_seconds=time.perf_counter() - t0)
+    result = WeightPushResult(
+        path=path, save_seconds=save_s, bytes=size, total_seconds=time.perf_counter() - t0
+    )
     for url, outcome in zip(urls, outcomes, strict=True):
         assert not isinstance(outcome, BaseException)
         result.reload_seconds[url], result.server_seconds[url] = outcome

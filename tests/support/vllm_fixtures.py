@@ -1,6 +1,7 @@
 """Session fixtures: the tiny random model (``tiny_model_dir``) and real vLLM servers on it: ``vllm_server``
-(plain) and ``rl_vllm_server`` (started for RL: weight reload, processed logprobs); ``restore_weights`` puts
-the tiny model's own weights back on the RL server after a test that pushed others.
+(plain), ``rl_vllm_server`` (started for RL: weight reload, processed logprobs) and ``lora_vllm_server`` (the
+same, loading LoRA adapters of rank up to 16 at run time); ``restore_weights`` puts the tiny model's own
+weights back on the RL server after a test that pushed others.
 
 Enable them from ``tests/conftest.py`` with ``pytest_plugins = ["tests.support.vllm_fixtures"]``.
 
@@ -88,6 +89,21 @@ def rl_vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
     log = tmp_path_factory.mktemp("rl-vllm-server") / "server.log"
     server = rl_server(
         tiny_model_dir, port=None, max_model_len=TEST_MAX_MODEL_LEN, python=python, log_path=log
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def lora_vllm_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The tiny model served for a LoRA run of rank up to 16 (``rubric-grpo serve --lora-rank 16``): the RL
+    flags and ``--enable-lora --max-lora-rank 16 --max-loras 2``, adapters loaded at run time."""
+    python = vllm_python_or_skip()
+    from envs.serving.launch import rl_server
+
+    log = tmp_path_factory.mktemp("lora-vllm-server") / "server.log"
+    server = rl_server(
+        tiny_model_dir, port=None, max_model_len=TEST_MAX_MODEL_LEN, python=python, log_path=log, lora_rank=16
     )
     with server:
         yield server

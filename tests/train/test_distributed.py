@@ -1,5 +1,6 @@
-"""Real ``accelerate launch`` runs of the trainer with two CPU processes: DeepSpeed ZeRO-2 over gloo, DDP, and
-ZeRO-3 with rollouts from a real vLLM server (weights gathered from the shards and pushed after every step).
+"""Real ``accelerate launch`` runs of the trainer with two CPU processes: DeepSpeed ZeRO-2 over gloo, DDP,
+ZeRO-3 with rollouts from a real vLLM server (weights gathered from the shards and pushed after every step),
+and DDP with a LoRA adapter, alone sent to a real vLLM server after every step.
 
 Each run trains the tiny model for two steps on the toy task and must finish with both steps logged, a
 finite loss, a final checkpoint and weights that moved. The first ZeRO-2 run on a machine JIT-compiles
@@ -161,3 +162,29 @@ def test_a_criteria_run_under_ddp_with_two_cpu_processes(tiny_model_dir: Path, t
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["criteria/rule_judged_fraction"] == 1.0 for r in steps)
     assert "## Held-out by tag: trained" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_lora_steps_ddp_with_a_vllm_server(
+    lora_vllm_server, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Both processes generate through the adapter the main one loaded (the other one names it, pushing
+    nothing); the main process checks the server's greedy tokens against its adapted policy."""
+    import httpx
+
+    server = lora_vllm_server
+    out = tmp_path / "ddp_lora"
+    overrides = (
+        "model.lora={}",
+        "rollout.backend=vllm",
+        f"rollout.vllm_urls=[{server.base_url}]",
+        "rollout.check_sync=true",
+    )
+    proc = _launch("multi_process.yaml", tiny_model_dir, out, *overrides)
+    steps = _check_run(proc, tiny_model_dir, out)  # the final model/ is the merged one, moved from the base
+    assert all(r["sync/bytes"] > 0 for r in steps)
+    assert all(abs(r["train/is/ratio_mean"] - 1.0) < 0.05 for r in steps)
+    assert (out / "checkpoints" / "step_000002" / "adapter" / "adapter_model.safetensors").is_file()
+    listed = httpx.get(f"{server.base_url}/v1/models", timeout=10).json()["data"]
+    assert [m["id"] for m in listed] == [str(tiny_model_dir)]

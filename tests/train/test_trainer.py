@@ -212,7 +212,7 @@ def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_fac
     monkeypatch.setattr(
         train_backend,
         "rollout_backend",
-        lambda rollout, policy, tokenizer, model_dir: backend_factory(tokenizer),
+        lambda rollout, policy, tokenizer, model_dir, *_: backend_factory(tokenizer),
     )
     cfg = run_config(
         "first_responder_cpu.yaml",
@@ -325,7 +325,7 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
     good, bad = "The scene is safe. The patient is alert and oriented.", "I will look around first."
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(
-        train_backend, "rollout_backend", lambda r, p, tok, d: CyclingBackend(tok, [good, bad])
+        train_backend, "rollout_backend", lambda r, p, tok, d, *_: CyclingBackend(tok, [good, bad])
     )
     cfg = run_config(
         "first_responder_gpu_vllm.yaml",
