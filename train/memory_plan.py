@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from train.config import TrainConfig
 
@@ -63,7 +64,8 @@ def read_shapes(config_json: str | Path) -> ModelShapes:
     Raises:
         ValueError: naming the file when it is not a decoder-only transformers config."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     from envs.models.loading import hub_kernels_off
 
@@ -73,8 +75,10 @@ def read_shapes(config_json: str | Path) -> ModelShapes:
         data = json.loads(path.read_text(encoding="utf-8"))
         fields = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
         config = AutoConfig.for_model(data["model_type"], **fields)
+        # the class itself, not ``from_config``: under a ZeRO-3 launch that would partition and initialise
+        causal_lm: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+            model = causal_lm(config)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a causal LM config the memory plan can read ({exc!r})") from None
     head = model.get_output_embeddings()
