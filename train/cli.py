@@ -229,20 +229,16 @@ def _add_train(sub: _Subcommands) -> None:
 
 def _add_plan(sub: _Subcommands) -> None:
     plan = sub.add_parser(
-        "plan",
-        help="estimate a run's memory per process from its config and the model's config.json (no weights "
-        "loaded); exit 1 when it does not fit --gpu-memory",
+        "plan", help="a run's memory per process, from its config and config.json (no weights)"
     )
     plan.add_argument("config", help="run config YAML (configs/train/)")
     plan.add_argument("overrides", nargs="*", help="section.field=value, e.g. optim.micro_batch_size=1")
     plan.add_argument(
-        "--gpu-memory", type=float, help="GiB of the GPU to plan for (default: this host's GPU, else its CPU)"
+        "--gpu-memory", type=float, help="GiB of the GPU (default: this host's); exit 1 if no fit"
     )
     plan.add_argument("--processes", type=int, default=1, help="processes of the launch (default 1)")
     plan.add_argument("--zero-stage", type=int, choices=[0, 2, 3], default=0, help="DeepSpeed ZeRO (0: none)")
-    plan.add_argument(
-        "--model-config", help="the architecture's config.json, when model.name_or_path is not on this host"
-    )
+    plan.add_argument("--model-config", help="the architecture's config.json, when the model is elsewhere")
     plan.set_defaults(handler=_plan)
 
 

@@ -50,37 +50,50 @@ def format_table(plan: MemoryPlan) -> str:
     return "\n".join(lines)
 
 
-def _variant(cfg: TrainConfig, override: str) -> TrainConfig | None:
-    """``cfg`` with one ``section.field=value`` changed, or None when the result is not a valid config."""
+def _variant(cfg: TrainConfig, overrides: list[str]) -> TrainConfig | None:
+    """``cfg`` with ``section.field=value`` changes, or None when the result is not a valid config."""
     data = cfg.model_dump()
-    apply_override(data, override)
+    for override in overrides:
+        apply_override(data, override)
     try:
         return TrainConfig.model_validate(data)
     except ValueError:
         return None
 
 
+def _lora(c: TrainConfig) -> list[str]:
+    """An adapter; the warm start, which LoRA refuses, goes (a warm-started model is the starting point)."""
+    if c.model.lora is not None:
+        return []
+    return ["model.lora={}", *(["warm_start.demonstrations=null"] if c.warm_start.demonstrations else [])]
+
+
+CHANGES: list[Callable[[TrainConfig], list[str]]] = [
+    _lora,
+    # a frozen base needs no float32 master: peft keeps the adapter in float32 over it
+    lambda c: ["model.dtype=bfloat16"] if c.model.lora is not None and c.model.dtype == "float32" else [],
+    lambda c: [] if c.model.gradient_checkpointing else ["model.gradient_checkpointing=true"],
+    lambda c: ["optim.micro_batch_size=1"] if c.optim.micro_batch_size > 1 else [],
+    lambda c: [] if c.optim.logits_chunk_tokens else ["optim.logits_chunk_tokens=512"],
+]
+"""The run config's changes ``remedies`` tries, in order: each gives the overrides it would make (none
+where it does not apply)."""
+
+
 def remedies(cfg: TrainConfig, shapes: ModelShapes, plan: MemoryPlan) -> list[str]:
-    """The changes that make ``plan`` fit, each with the peak it gives: fields of the run config taken one
-    after another (each kept only when it lowers the peak, stopping once the plan fits), then the ZeRO stage
-    over two processes as an alternative."""
-    changes: list[tuple[str, Callable[[TrainConfig], bool]]] = [
-        ("model.lora={}", lambda c: c.model.lora is None),
-        # a frozen base needs no float32 master: peft keeps the adapter in float32 over it
-        ("model.dtype=bfloat16", lambda c: c.model.lora is not None and c.model.dtype == "float32"),
-        ("model.gradient_checkpointing=true", lambda c: not c.model.gradient_checkpointing),
-        ("optim.micro_batch_size=1", lambda c: c.optim.micro_batch_size > 1),
-        ("optim.logits_chunk_tokens=512", lambda c: c.optim.logits_chunk_tokens == 0),
-    ]
+    """The changes that make ``plan`` fit, each with the peak it gives: ``CHANGES`` taken one after another
+    (each kept only when it lowers the peak, stopping once the plan fits), then the ZeRO stage over two
+    processes as an alternative."""
     out: list[str] = []
     current, peak = cfg, plan.peak
-    for override, applies in changes:
-        changed = _variant(current, override) if applies(current) else None
+    for change in CHANGES:
+        overrides = change(current)
+        changed = _variant(current, overrides) if overrides else None
         if changed is None or (lower := estimate(changed, shapes, plan.setup).peak) >= peak:
             continue
         current, peak = changed, lower
         fits = plan.budget is not None and peak <= plan.budget
-        label = override.replace("=", ": ")
+        label = " and ".join(o.replace("=", ": ") for o in overrides)
         out.append(f"{'then ' if out else ''}{label} ({peak / GIB:.1f} GiB{': fits' if fits else ''})")
         if fits:
             break

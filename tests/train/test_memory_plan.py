@@ -110,7 +110,7 @@ def test_zero_divides_what_it_shards(small_config: Path) -> None:
 
 
 def test_a_7b_full_fine_tune_on_80_gib_is_refused_naming_the_fields() -> None:
-    cfg = load_config(ROOT / "configs/train/first_responder_gpu.yaml", ["warm_start.demonstrations=null"])
+    cfg = load_config(ROOT / "configs/train/first_responder_gpu.yaml")  # with its warm start
     shapes = read_shapes(QWEN_7B)
     assert shapes.parameters == 7_615_616_512  # Qwen2.5-7B
     plan = estimate(cfg, shapes, make_setup(cfg, gpu_memory_gib=80))
@@ -119,7 +119,8 @@ def test_a_7b_full_fine_tune_on_80_gib_is_refused_naming_the_fields() -> None:
     with pytest.raises(MemoryPlanError) as err:
         check_fits(cfg, shapes, plan)
     message = str(err.value)
-    for field in ("model.lora", "model.gradient_checkpointing", "optim.micro_batch_size", "ZeRO-2"):
+    fields = ("model.lora", "warm_start.demonstrations: null", "model.gradient_checkpointing", "ZeRO-2")
+    for field in (*fields, "optim.micro_batch_size"):
         assert field in message, message
     assert message.count(": fits") == 1
 
