@@ -15,9 +15,10 @@ three parts, because a step of the local backend first generates and then trains
   prefill's activations.
 
 The peak is the first part plus the larger of the other two. ZeRO-2 divides gradients, the master copy and
-the AdamW moments by the processes; ZeRO-3 the weights too. The estimate was checked against measured peaks
-(``tests/train/test_memory_plan.py``); it leaves out the CUDA context and the allocator's fragmentation,
-so a plan fits a device only when its peak is at most ``FIT_FRACTION`` of it.
+the AdamW moments by the processes; ZeRO-3 the weights too. The estimate is checked against a training
+step's measured RSS (``benchmarks/memory_plan_vs_rss.py``, ``tests/train/test_memory_plan.py``); it leaves
+out the CUDA context and the allocator's fragmentation, so a plan fits a device only when its peak is at
+most ``FIT_FRACTION`` of it.
 """
 
 from __future__ import annotations
