@@ -172,13 +172,18 @@ def _host() -> int | None:
     return None
 
 
-def check_at_start(cfg: TrainConfig, accelerator: Any) -> MemoryPlan:
+def check_at_start(cfg: TrainConfig, accelerator: Any) -> MemoryPlan | None:
     """The trainer's start, before any model loads: print the plan on the main process, and refuse
     (``MemoryPlanError``) a run estimated not to fit this process's GPU, or a CPU run estimated beyond the
-    host's physical memory."""
+    host's physical memory. An architecture the plan cannot read is said so, and the run goes on."""
     from train.config import launched_zero_stage
 
-    shapes = read_shapes(model_config_json(cfg))
+    try:
+        shapes = read_shapes(model_config_json(cfg))
+    except ValueError as exc:
+        if accelerator.is_main_process:
+            print(f"memory plan: none: {exc}", flush=True)
+        return None
     setup = make_setup(cfg, accelerator.num_processes, launched_zero_stage() or 0)
     plan = estimate(cfg, shapes, setup)
     if accelerator.is_main_process:

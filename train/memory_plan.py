@@ -63,7 +63,7 @@ def read_shapes(config_json: str | Path) -> ModelShapes:
     """The shapes of the causal LM that ``config_json`` describes, built on the meta device (no memory).
 
     Raises:
-        ValueError: naming the file when it is not a decoder-only transformers config."""
+        ValueError: naming the file when it is not such a config (a Llama- or Qwen2-like decoder)."""
     import torch
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
@@ -80,27 +80,29 @@ def read_shapes(config_json: str | Path) -> ModelShapes:
         causal_lm: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
         with torch.device("meta"):
             model = causal_lm(config)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a causal LM config the memory plan can read ({exc!r})") from None
-    head = model.get_output_embeddings()
-    linear = tuple(
-        (name.rsplit(".", 1)[-1], module.in_features, module.out_features)
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and module is not head
-    )
-    heads = int(config.num_attention_heads)
-    return ModelShapes(
-        parameters=sum(p.numel() for p in model.parameters()),
-        linear=linear,
-        head_parameters=head.weight.numel(),
-        hidden=int(config.hidden_size),
-        layers=int(config.num_hidden_layers),
-        heads=heads,
-        kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
-        head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
-        intermediate=int(config.intermediate_size),
-        vocab=int(config.vocab_size),
-    )
+        head = model.get_output_embeddings()
+        heads = int(config.num_attention_heads)
+        return ModelShapes(
+            parameters=sum(p.numel() for p in model.parameters()),
+            linear=tuple(
+                (name.rsplit(".", 1)[-1], module.in_features, module.out_features)
+                for name, module in model.named_modules()
+                if isinstance(module, torch.nn.Linear) and module is not head
+            ),
+            head_parameters=head.weight.numel(),
+            hidden=int(config.hidden_size),
+            layers=int(config.num_hidden_layers),
+            heads=heads,
+            kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
+            intermediate=int(config.intermediate_size),
+            vocab=int(config.vocab_size),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(
+            f"{path}: the memory plan cannot read this architecture ({exc!r}); it knows decoder-only "
+            "transformers causal LMs with hidden_size, intermediate_size and num_attention_heads"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def test_plan_command_prints_the_table_and_exits_1_when_it_does_not_fit(
     assert "does NOT fit" in captured.out
     assert captured.err.startswith("rubric-grpo plan: memory plan: the estimated peak")
     assert main(["plan", str(LORA_7B), "--model-config", str(TINY)]) == 2  # not a config.json
-    assert "not a causal LM config" in capsys.readouterr().err
+    assert "cannot read this architecture" in capsys.readouterr().err
 
 
 def test_the_trainer_prints_the_plan_before_loading(
@@ -148,8 +148,22 @@ def test_the_trainer_prints_the_plan_before_loading(
     from train.memory_check import check_at_start
 
     plan = check_at_start(_cfg(f"model.name_or_path={tiny_model_dir}"), Accelerator(cpu=True))
-    assert plan.fits is True and plan.setup.device == "cpu"
+    assert plan is not None and plan.fits is True and plan.setup.device == "cpu"
     assert "memory plan per process (1 process" in capsys.readouterr().out
+
+
+def test_an_architecture_the_plan_cannot_read_is_said_so_and_the_run_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from accelerate import Accelerator
+
+    from train.memory_check import check_at_start
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2, "vocab_size": 64}))
+    with pytest.raises(ValueError, match="cannot read this architecture"):  # GPT-2: no intermediate_size
+        read_shapes(tmp_path / "config.json")
+    assert check_at_start(_cfg(f"model.name_or_path={tmp_path}"), Accelerator(cpu=True)) is None
+    assert capsys.readouterr().out.startswith("memory plan: none: ")
 
 
 def test_the_trainer_refuses_a_model_that_cannot_fit_before_loading_it(tmp_path: Path) -> None:
