@@ -1,6 +1,6 @@
-"""The memory plan (``train.memory_plan``, ``train.memory_check``): parameter counts and rows derived by hand
-for a small architecture, ZeRO's division, the refusal naming the fields to change, ``rubric-grpo plan``,
-the trainer's start, and the estimate against the measured RSS of a training step."""
+"""The memory plan's estimate (``train.memory_plan``): parameter counts and rows derived by hand for a small
+architecture, the adapter against peft's, ZeRO's division, and the estimate against the measured RSS of a
+training step (``benchmarks/memory_plan_vs_rss.py``)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from train.cli import main
 from train.config import load_config
-from train.memory_check import MemoryPlanError, check_fits, make_setup
 from train.memory_plan import LOGIT_BYTES, Setup, estimate, read_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs/train/tiny_test.yaml"
-QWEN_7B = ROOT / "configs/models/qwen2.5-7b-instruct.json"
-LORA_7B = ROOT / "configs/train/first_responder_gpu_lora_7b.yaml"
 
 # A small Qwen2: H 64, MLP 128, 2 layers, 4 heads of 16, 2 KV heads, vocabulary 256, tied head.
 SMALL = {
@@ -107,84 +103,6 @@ def test_zero_divides_what_it_shards(small_config: Path) -> None:
         assert rows["optimizer state"] == alone["optimizer state"] // 2
         assert rows["gradients"] == alone["gradients"] // 2
         assert rows["master copy"] == 4 * SMALL_PARAMETERS // 2  # DeepSpeed's float32 partition
-
-
-def test_a_7b_full_fine_tune_on_80_gib_is_refused_naming_the_fields() -> None:
-    cfg = load_config(ROOT / "configs/train/first_responder_gpu.yaml")  # with its warm start
-    shapes = read_shapes(QWEN_7B)
-    assert shapes.parameters == 7_615_616_512  # Qwen2.5-7B
-    plan = estimate(cfg, shapes, make_setup(cfg, gpu_memory_gib=80))
-    # the float32 weights, their gradient and two AdamW moments alone: 16 bytes a parameter, 113 GiB
-    assert plan.part("held") + plan.part("step") > 16 * shapes.parameters
-    with pytest.raises(MemoryPlanError) as err:
-        check_fits(cfg, shapes, plan)
-    message = str(err.value)
-    fields = ("model.lora", "warm_start.demonstrations: null", "model.gradient_checkpointing", "ZeRO-2")
-    for field in (*fields, "optim.micro_batch_size"):
-        assert field in message, message
-    assert message.count(": fits") == 1
-
-
-def test_plan_command_prints_the_table_and_exits_1_when_it_does_not_fit(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    options = ["--gpu-memory", "80", "--model-config", str(QWEN_7B)]
-    assert main(["plan", str(LORA_7B), *options]) == 0
-    out = capsys.readouterr().out
-    assert "fits: 90% of 80.0 GiB" in out and "sampling copy" in out and "KV cache" in out
-    assert main(["plan", str(LORA_7B), "model.lora=null", "model.dtype=float32", *options]) == 1
-    captured = capsys.readouterr()
-    assert "does NOT fit" in captured.out
-    assert captured.err.startswith("rubric-grpo plan: memory plan: the estimated peak")
-    assert main(["plan", str(LORA_7B), "--model-config", str(TINY)]) == 2  # not a config.json
-    assert "cannot read this architecture" in capsys.readouterr().err
-
-
-def test_the_trainer_prints_the_plan_before_loading(
-    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from accelerate import Accelerator
-
-    from train.memory_check import check_at_start
-
-    plan = check_at_start(_cfg(f"model.name_or_path={tiny_model_dir}"), Accelerator(cpu=True))
-    assert plan is not None and plan.fits is True and plan.setup.device == "cpu"
-    assert "memory plan per process (1 process" in capsys.readouterr().out
-
-
-def test_an_architecture_the_plan_cannot_read_is_said_so_and_the_run_goes_on(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from accelerate import Accelerator
-
-    from train.memory_check import check_at_start
-
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2, "vocab_size": 64}))
-    with pytest.raises(ValueError, match="cannot read this architecture"):  # GPT-2: no intermediate_size
-        read_shapes(tmp_path / "config.json")
-    assert check_at_start(_cfg(f"model.name_or_path={tmp_path}"), Accelerator(cpu=True)) is None
-    assert capsys.readouterr().out.startswith("memory plan: none: ")
-
-
-def test_the_trainer_refuses_a_model_that_cannot_fit_before_loading_it(tmp_path: Path) -> None:
-    """A folder with a config.json and no weights at all: Qwen2.5-7B's shape with 20 times its layers (150B
-    parameters, beyond any host's memory in float32 with AdamW); the run stops at the plan, with exit 2."""
-    folder = tmp_path / "qwen-150b-shape"
-    folder.mkdir()
-    config = json.loads(QWEN_7B.read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 20 * 28}))
-    overrides = [f"model.name_or_path={folder}", f"logging.output_dir={tmp_path / 'run'}"]
-    out = subprocess.run(
-        [sys.executable, "-m", "train", str(TINY), *overrides, "logging.wandb_mode=disabled"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 2, out.stderr[-2000:]
-    assert "train: memory plan: the estimated peak" in out.stderr
-    assert "model.lora: {}" in out.stderr
-    assert "does NOT fit" in out.stdout
 
 
 @pytest.mark.slow
