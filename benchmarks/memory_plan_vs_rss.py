@@ -4,7 +4,9 @@ A random 4-layer Qwen2 (width 256, MLP 1024, vocabulary 16384; the tiny model's 
 temporary folder; each setting runs in its own process (peak RSS is per process): the policy loaded as the
 trainer loads it, then one ``train_step`` of 4 sequences of ``--tokens`` tokens in one micro-batch. The
 measured figure is the peak RSS less the RSS before the step; the planned one is the plan's training-step
-part plus the AdamW moments (allocated at the first step). Prints one JSON object.
+part plus the AdamW moments (allocated at the first step). On a CUDA host the step runs on the GPU and the
+measured figure is ``torch.cuda.max_memory_allocated`` less the memory allocated before the step. Prints
+one JSON object.
 
     .venv/bin/python benchmarks/memory_plan_vs_rss.py
     .venv/bin/python benchmarks/memory_plan_vs_rss.py --settings "" "model.lora={}" --tokens 512
@@ -62,8 +64,8 @@ def _rss_gib() -> float:
     return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 2**20
 
 
-def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, float]:
-    """Plan, load and run one step of ``overrides`` on the model in ``folder``; the RSS it added."""
+def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object]:
+    """Plan, load and run one step of ``overrides`` on the model in ``folder``; the memory it added."""
     import torch
     from accelerate import Accelerator
 
@@ -83,8 +85,12 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, float]
     # glibc then returns freed blocks over its mapping threshold: RSS follows the live tensors
     fixed.append("reuse_freed_host_memory=false")
     cfg = load_config(ROOT / "configs/train/tiny_test.yaml", [*fixed, *overrides])
-    tune_host_allocator(cfg)
-    accelerator = Accelerator(cpu=True, mixed_precision=resolve_mixed_precision(cfg.model.mixed_precision))
+    cuda = torch.cuda.is_available()  # on a GPU the measure is torch's peak of allocated memory instead
+    if not cuda:
+        tune_host_allocator(cfg)
+    accelerator = Accelerator(
+        cpu=not cuda, mixed_precision=resolve_mixed_precision(cfg.model.mixed_precision)
+    )
     plan = estimate(cfg, read_shapes(Path(folder) / "config.json"), make_setup(cfg))
     policy = load_policy(cfg, accelerator)
     generator = torch.Generator().manual_seed(0)
@@ -97,12 +103,15 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, float]
         for _ in range(SEQUENCES)
     ]
     batch = collate(seqs, [1.0, -1.0] * (SEQUENCES // 2), [False] * SEQUENCES, pad_token_id=0)
-    before = _rss_gib()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated() / GIB if cuda else _rss_gib()
     train_step(policy.model, policy.ref_model, batch, cfg, accelerator, policy.optimizer, policy.scheduler)
-    measured = peak_rss_gib() - before
+    measured = (torch.cuda.max_memory_allocated() / GIB if cuda else peak_rss_gib()) - before
     moments = next(r.bytes for r in plan.rows if r.name == "optimizer state")
     planned = (plan.part("step") + moments) / GIB
     return {
+        "measure": "cuda_max_allocated" if cuda else "rss",
         "measured_gib": round(measured, 3),
         "planned_gib": round(planned, 3),
         "ratio": round(measured / planned, 2),
