@@ -98,3 +98,32 @@ def test_the_trainer_refuses_a_model_that_cannot_fit_before_loading_it(tmp_path:
     assert "train: memory plan: the estimated peak" in out.stderr
     assert "model.lora: {}" in out.stderr
     assert "does NOT fit" in out.stdout
+
+
+def test_with_vllm_the_plan_says_what_a_server_on_the_same_gpu_may_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GPU vLLM config (float32 weights, bf16 autocast, beta 0, 8 x 2048 tokens a micro-batch) on a
+    one-layer Llama of width 1000, one head, MLP 8, vocabulary 1000. Parameters: embedding and head 2e6,
+    q k v o 4e6, MLP 24000, norms 3000: 6,027,000. Held: float32 weights and two moments, 12 bytes each,
+    72,324,000. Step: gradients 24,108,000; bf16 copies of the linear weights 2 * 5,024,000 = 10,048,000;
+    activations per token and layer 16000 (norms) + 2 * (9000 + 1032 + 3000) = 42064, for 2 layers (1 and
+    1 in the backward) of 16384 tokens: 1,378,353,152; logits 16384 * 1000 * 16 = 262,144,000. Peak
+    1,746,977,152 bytes = 1.627 GiB, so a server may take 0.90 - 1.627 / 80 = 0.8797 of the GPU."""
+    config = {
+        "model_type": "llama",
+        "hidden_size": 1000,
+        "intermediate_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+        "vocab_size": 1000,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    vllm = ROOT / "configs/train/first_responder_gpu_vllm.yaml"
+    assert (
+        main(["plan", str(vllm), "--gpu-memory", "80", "--model-config", str(tmp_path / "config.json")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "KV cache                                    0.00 GiB  on the vLLM servers" in out
+    assert [line.split()[-2] for line in out.splitlines() if line.startswith("  peak")] == ["1.63"]
+    assert "a vLLM server on the same GPU: --gpu-memory-utilization 0.88 at most" in out
