@@ -198,11 +198,12 @@ def run_train(config: str, overrides: list[str]) -> int:
         print(f"train: {exc}", file=sys.stderr)
         return 2
     from envs.models.loading import VersionError
+    from train.memory_check import MemoryPlanError
     from train.trainer import train
 
     try:
         train(cfg)
-    except VersionError as exc:
+    except (VersionError, MemoryPlanError) as exc:  # the memory plan refuses before any model loads
         print(f"train: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -210,6 +211,30 @@ def run_train(config: str, overrides: list[str]) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     return run_train(args.config, args.overrides)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from envs.models import ModelNotAvailableError
+    from train.config import ConfigError, load_config
+    from train.memory_check import MemoryPlanError, check_fits, format_table, make_setup, model_config_json
+    from train.memory_plan import estimate, read_shapes
+
+    try:
+        if args.processes < 1 or (args.gpu_memory is not None and args.gpu_memory <= 0):
+            raise ValueError("--processes must be at least 1 and --gpu-memory above 0")
+        cfg = load_config(args.config, args.overrides)
+        shapes = read_shapes(args.model_config or model_config_json(cfg))
+    except (ConfigError, ModelNotAvailableError, ValueError) as exc:
+        print(f"rubric-grpo plan: {exc}", file=sys.stderr)
+        return 2
+    plan = estimate(cfg, shapes, make_setup(cfg, args.processes, args.zero_stage, args.gpu_memory))
+    print(format_table(plan))
+    try:
+        check_fits(cfg, shapes, plan)
+    except MemoryPlanError as exc:
+        print(f"rubric-grpo plan: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 _Subcommands = argparse._SubParsersAction  # what ``add_subparsers`` returns
@@ -220,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rubric-grpo", description="GRPO training with rubric rewards.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
-    for add in (_add_train, _add_score, _add_rubric, _add_eval, _add_serve, _add_synth, _add_gui):
+    for add in (_add_train, _add_plan, _add_score, _add_rubric, _add_eval, _add_serve, _add_synth, _add_gui):
         add(sub)
     return parser
 
@@ -230,6 +255,21 @@ def _add_train(sub: _Subcommands) -> None:
     tr.add_argument("config", help="run config YAML (configs/train/)")
     tr.add_argument("overrides", nargs="*", help="section.field=value, e.g. max_steps=3")
     tr.set_defaults(handler=_train)
+
+
+def _add_plan(sub: _Subcommands) -> None:
+    plan = sub.add_parser(
+        "plan", help="a run's memory per process, from its config and config.json (no weights)"
+    )
+    plan.add_argument("config", help="run config YAML (configs/train/)")
+    plan.add_argument("overrides", nargs="*", help="section.field=value, e.g. optim.micro_batch_size=1")
+    plan.add_argument(
+        "--gpu-memory", type=float, help="GiB of the GPU (default: this host's); exit 1 if no fit"
+    )
+    plan.add_argument("--processes", type=int, default=1, help="processes of the launch (default 1)")
+    plan.add_argument("--zero-stage", type=int, choices=[0, 2, 3], default=0, help="DeepSpeed ZeRO (0: none)")
+    plan.add_argument("--model-config", help="the architecture's config.json, when the model is elsewhere")
+    plan.set_defaults(handler=_plan)
 
 
 def _add_score(sub: _Subcommands) -> None:

@@ -48,6 +48,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from train.backend import PolicyWeights, adapter_prefix, rollout_backend
     from train.checkpoint import load_latest
     from train.distributed import make_accelerator, tune_host_allocator
+    from train.memory_check import check_at_start
     from train.metrics_log import RunLogger
     from train.orchestrator import Orchestrator
     from train.task import build_task, extra_eval_examples
@@ -57,6 +58,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
     if accelerator.device.type == "cpu":  # before the rollout worker and the OpenMP teams start
         tune_host_allocator(cfg)
+    check_at_start(cfg, accelerator)  # the memory plan, printed; a run that cannot fit stops before loading
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
     policy = load_policy(cfg, accelerator)

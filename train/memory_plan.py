@@ -1,0 +1,295 @@
+"""The memory plan: the bytes a run will hold on its device, estimated from the run config and the model's
+``config.json`` before any weight is loaded (``docs/training.md``, The memory plan).
+
+The architecture is built on PyTorch's meta device (shapes, no storage), so parameter counts, the linear
+layers a LoRA adapter targets and the output head are exact for any transformers causal LM; activations
+follow the tensors a decoder layer keeps for its backward pass (``_layer_bytes_per_token``). The plan has
+three parts, because a step of the local backend first generates and then trains, never both at once:
+
+- held throughout: weights, DeepSpeed's fp32 master copy, the AdamW moments, the KL reference, the local
+  backend's sampling copy;
+- the training step: gradients, the half-precision copies of the weights that autocast keeps for the
+  backward pass, and the activations and logits of the largest micro-batch (``optim.micro_batch_size``
+  sequences of ``env.max_total_tokens``);
+- generation (local backend): the KV cache of every rollout of a step at ``env.max_total_tokens``, and a
+  prefill's activations.
+
+The peak is the first part plus the larger of the other two. ZeRO-2 divides gradients, the master copy and
+the AdamW moments by the processes; ZeRO-3 the weights too. The estimate is checked against a training
+step's measured RSS (``benchmarks/memory_plan_vs_rss.py``, ``tests/train/test_memory_plan.py``); it leaves
+out the CUDA context and the allocator's fragmentation, so a plan fits a device only when its peak is at
+most ``FIT_FRACTION`` of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from train.config import TrainConfig
+
+GIB = 2**30
+FIT_FRACTION = 0.9
+"""A plan fits when its peak is at most this share of the device's memory (the rest: CUDA context,
+allocator fragmentation, the error of the estimate)."""
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+LOGIT_BYTES = {4: 12, 2: 16}
+"""Bytes per logit of a micro-batch at the start of its backward pass, by the bytes of the head's output
+(``_activation_rows``)."""
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """What the plan needs of an architecture, read from its ``config.json``."""
+
+    parameters: int
+    """Distinct parameters (a tied output head counted once)."""
+    linear: tuple[tuple[str, int, int], ...]
+    """``(last name, in features, out features)`` of every ``nn.Linear`` but the output head."""
+    head_parameters: int
+    """Parameters of the output head's weight ([V, H]), tied or not."""
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+
+
+def read_shapes(config_json: str | Path) -> ModelShapes:
+    """The shapes of the causal LM that ``config_json`` describes, built on the meta device (no memory).
+
+    Raises:
+        ValueError: naming the file when it is not such a config (a Llama- or Qwen2-like decoder)."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    from envs.models.loading import hub_kernels_off
+
+    hub_kernels_off()  # as every model the project builds (envs.models.loading)
+    path = Path(config_json)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        fields = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
+        config = AutoConfig.for_model(data["model_type"], **fields)
+        # the class itself, not ``from_config``: under a ZeRO-3 launch that would partition and initialise
+        causal_lm: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+        with torch.device("meta"):
+            model = causal_lm(config)
+        head = model.get_output_embeddings()
+        heads = int(config.num_attention_heads)
+        return ModelShapes(
+            parameters=sum(p.numel() for p in model.parameters()),
+            linear=tuple(
+                (name.rsplit(".", 1)[-1], module.in_features, module.out_features)
+                for name, module in model.named_modules()
+                if isinstance(module, torch.nn.Linear) and module is not head
+            ),
+            head_parameters=head.weight.numel(),
+            hidden=int(config.hidden_size),
+            layers=int(config.num_hidden_layers),
+            heads=heads,
+            kv_heads=int(getattr(config, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
+            intermediate=int(config.intermediate_size),
+            vocab=int(config.vocab_size),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(
+            f"{path}: the memory plan cannot read this architecture ({exc!r}); it knows decoder-only "
+            "transformers causal LMs with hidden_size, intermediate_size and num_attention_heads"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where the run runs: what the run config alone does not say."""
+
+    device: str
+    """``cuda``, ``cpu``, or ``stated`` (a size given on the command line)."""
+    device_bytes: int | None
+    """Memory of the device one process uses (the host's, for CPU processes on one host); None: unknown."""
+    processes: int = 1
+    """Processes of the launch (ZeRO divides among them)."""
+    zero_stage: int = 0
+    """DeepSpeed ZeRO stage (0: no DeepSpeed)."""
+    mixed_precision: str = "no"
+    """``model.mixed_precision`` resolved: ``no``, ``bf16`` or ``fp16``."""
+    inference_dtype: str | None = None
+    """``rollout.inference_dtype`` resolved (None: the policy itself samples)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the plan."""
+
+    part: str
+    """``held``, ``step`` or ``generation``."""
+    name: str
+    bytes: int
+    note: str
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The estimated bytes of one process of a run."""
+
+    rows: tuple[Row, ...]
+    setup: Setup
+
+    def part(self, name: str) -> int:
+        """The bytes of one part (``held``, ``step``, ``generation``)."""
+        return sum(r.bytes for r in self.rows if r.part == name)
+
+    @property
+    def peak(self) -> int:
+        """What is held throughout, plus the larger of the training step and generation."""
+        return self.part("held") + max(self.part("step"), self.part("generation"))
+
+    @property
+    def budget(self) -> int | None:
+        """The bytes a process may plan for: ``FIT_FRACTION`` of its device's memory."""
+        device = self.setup.device_bytes
+        if device is None:
+            return None
+        per_process = device // self.setup.processes if self.setup.device == "cpu" else device
+        return int(FIT_FRACTION * per_process)
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the peak is within the budget (None without a device size)."""
+        return None if self.budget is None else self.peak <= self.budget
+
+
+def _layer_bytes_per_token(s: ModelShapes, act: int, residual: int, autocast: bool) -> int:
+    """Bytes one decoder layer keeps for its backward pass per token (pre-norm attention + gated MLP, the
+    Llama/Qwen2 layout): each RMSNorm its float32 input and normalised output; the projections' inputs; q, k,
+    v, their rotary halves and rotated copies, the attention output; the MLP's gate, up, activation and
+    product. ``act``: bytes of an activation; under autocast over wider weights, each of the q, k, v, gate
+    and up projections keeps its own half-precision copy of its input."""
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    norms = 2 * 2 * s.hidden * max(residual, 4)
+    attention = s.hidden + (q + 2 * kv) + 2 * (q + kv) + q
+    mlp = s.hidden + 4 * s.intermediate
+    casts = 3 * s.hidden if autocast else 0
+    return norms + act * (attention + mlp + casts)
+
+
+def _adapter_parameters(cfg: TrainConfig, s: ModelShapes) -> int:
+    """Parameters of the LoRA adapter: ``r * (in + out)`` per targeted linear layer (default: all)."""
+    lora = cfg.model.lora
+    assert lora is not None
+    names = set(lora.target_modules or [name for name, _, _ in s.linear])
+    return sum(lora.r * (n_in + n_out) for name, n_in, n_out in s.linear if name in names)
+
+
+def _activation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
+    """The training step's activations and logits of the largest micro-batch."""
+    weight = DTYPE_BYTES[cfg.model.dtype]
+    autocast = setup.mixed_precision in ("bf16", "fp16") and weight > 2
+    act = 2 if autocast else weight
+    tokens = cfg.optim.micro_batch_size * cfg.env.max_total_tokens
+    layer = _layer_bytes_per_token(s, act, weight, autocast) * tokens
+    if cfg.model.attn_implementation == "eager":  # its float32 softmax and the probabilities, [B, h, T, T]
+        layer += tokens * s.heads * cfg.env.max_total_tokens * (4 + act)
+    if cfg.model.gradient_checkpointing:  # each layer's input, and one layer recomputed, in its backward
+        layers, how = (
+            s.layers * s.hidden * weight * tokens + 2 * layer,
+            "checkpointed: layer inputs + 2 layers",
+        )
+    else:  # every layer, and one more layer's worth of gradients in flight
+        layers, how = (s.layers + 1) * layer, f"{s.layers} layers + 1 in backward"
+    chunk = cfg.optim.logits_chunk_tokens
+    positions = min(chunk, tokens) if chunk > 0 else tokens
+    # per logit: the head's output, and the float32 copy the log-softmax keeps of a half-precision one;
+    # then in the backward the accumulated float32 gradient and one sequence's full-size slice gradient,
+    # and for a half-precision head the gradient cast back to it: 12 bytes (float32), 16 (half)
+    logits = positions * s.vocab * LOGIT_BYTES[2 if autocast else weight]
+    shape = f"{cfg.optim.micro_batch_size} x {cfg.env.max_total_tokens} tokens"
+    return [
+        Row("step", "activations", layers, f"{shape}; {how}"),
+        Row(
+            "step",
+            "logits",
+            logits,
+            f"[{positions} x {s.vocab}] "
+            + ("chunked" if chunk else f"x {LOGIT_BYTES[2 if autocast else weight]} bytes"),
+        ),
+    ]
+
+
+def estimate(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> MemoryPlan:
+    """The memory plan of one process of ``cfg`` on ``setup``."""
+    n, stage, weight = setup.processes, setup.zero_stage, DTYPE_BYTES[cfg.model.dtype]
+    shard_weights, shard_state = (n if stage == 3 else 1), (n if stage >= 1 else 1)
+    lora = cfg.model.lora is not None
+    trainable = _adapter_parameters(cfg, s) if lora else s.parameters
+    state = 4 if lora else weight  # peft keeps the adapter in float32; AdamW's moments match the weights
+    adapter_note = f"{trainable / 1e6:.1f}M adapter parameters in fp32" if lora else ""
+    sharding = f", / {n} (ZeRO-{stage})" if stage else ""
+    rows = [
+        Row(
+            "held",
+            "weights",
+            (s.parameters * weight + (trainable * 4 if lora else 0)) // shard_weights,
+            f"{s.parameters / 1e9:.2f}B x {cfg.model.dtype}"
+            + (f" + {adapter_note}" if lora else "")
+            + (sharding if stage == 3 else ""),
+        ),
+        Row(
+            "held",
+            "master copy",
+            trainable * 4 // shard_state if stage else 0,
+            "DeepSpeed's fp32 partition" + sharding if stage else "none: the trained weights are the master",
+        ),
+        Row("held", "optimizer state", 2 * trainable * state // shard_state, "AdamW: 2 moments" + sharding),
+        _reference_row(cfg, s, weight),
+        _sampling_row(cfg, s, setup),
+        Row("step", "gradients", trainable * state // shard_state, "of the trained parameters" + sharding),
+    ]
+    autocast = setup.mixed_precision in ("bf16", "fp16") and weight > 2
+    cast = sum(n_in * n_out for _, n_in, n_out in s.linear) + s.head_parameters
+    if cfg.model.gradient_checkpointing:  # only the recomputed layer's and the head's
+        cast = cast // s.layers + s.head_parameters
+    rows.append(
+        Row("step", "autocast copies", 2 * cast if autocast else 0, "half-precision weights for backward")
+    )
+    rows += _activation_rows(cfg, s, setup)
+    rows += _generation_rows(cfg, s, setup)
+    return MemoryPlan(tuple(rows), setup)
+
+
+def _reference_row(cfg: TrainConfig, s: ModelShapes, weight: int) -> Row:
+    if cfg.loss.beta == 0:
+        return Row("held", "KL reference", 0, "none: loss.beta is 0")
+    if cfg.model.lora is not None:
+        return Row("held", "KL reference", 0, "none: the policy with its adapter off")
+    return Row("held", "KL reference", s.parameters * weight, f"a frozen copy in {cfg.model.dtype}")
+
+
+def _sampling_row(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> Row:
+    if cfg.rollout.backend != "local":
+        return Row("held", "sampling copy", 0, "none: the vLLM servers hold theirs")
+    dtype = setup.inference_dtype or cfg.model.dtype
+    if cfg.model.lora is None and dtype == cfg.model.dtype:
+        return Row("held", "sampling copy", 0, "none: the policy samples")
+    why = "the merged adapter" if cfg.model.lora is not None else "rollout.inference_dtype"
+    return Row("held", "sampling copy", s.parameters * DTYPE_BYTES[dtype], f"{dtype}, for {why}")
+
+
+def _generation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
+    """The local backend's KV cache and prefill when every rollout of a step decodes at once."""
+    if cfg.rollout.backend != "local":
+        return [Row("generation", "KV cache", 0, "on the vLLM servers")]
+    act = DTYPE_BYTES[setup.inference_dtype or cfg.model.dtype]
+    rows, tokens = cfg.rollout.prompts_per_step * cfg.rollout.group_size, cfg.env.max_total_tokens
+    kv = rows * tokens * 2 * s.layers * s.kv_heads * s.head_dim * act
+    prefill = rows * tokens * (3 * s.intermediate + 2 * s.hidden) * act  # one layer's MLP in flight
+    return [
+        Row("generation", "KV cache", kv, f"{rows} rollouts x {tokens} tokens"),
+        Row("generation", "prefill", prefill, "one layer's activations of every rollout"),
+    ]
