@@ -167,11 +167,11 @@ class AdvantageConfig(Section):
     that credits replies one by one (``env.type: multistep``)."""
     node_weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
     """Under ``credit: mixed``, the weight of the per-node term beside the episode advantage (GiGPO's omega,
-    1.0 there). Only read by ``mixed``: setting it under another credit is an error."""
+    1.0 there). Only read by ``mixed``: another weight under another credit is an error."""
 
     @model_validator(mode="after")
     def _node_weight_only_when_mixed(self) -> AdvantageConfig:
-        if "node_weight" in self.model_fields_set and self.credit != "mixed":
+        if self.node_weight != 1.0 and self.credit != "mixed":  # a dumped config carries the default: fine
             raise ValueError(
                 f"node_weight: only 'mixed' credit reads it (credit is {self.credit!r}); drop it or set "
                 "credit: mixed"

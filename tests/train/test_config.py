@@ -108,6 +108,9 @@ def test_credit_per_reply_needs_a_requirement_dag() -> None:
     assert load_config(ROOT / "configs/train/first_responder_cpu.yaml", ["advantage.credit=mixed"])
     with pytest.raises(ConfigError, match=r"advantage: .*node_weight: only 'mixed' credit reads it"):
         load_config(ROOT / "configs/train/first_responder_cpu.yaml", ["advantage.node_weight=0.5"])
+    # a dumped config (a run's saved config.yaml, the memory plan's variants) carries the default: valid again
+    cfg = load_config(ROOT / "configs/train/first_responder_cpu.yaml")
+    assert TrainConfig.model_validate(cfg.model_dump()).advantage == cfg.advantage
 
 
 def test_invalid_config_fails_before_any_model_loads(tmp_path: Path) -> None:
