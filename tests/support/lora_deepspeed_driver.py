@@ -57,12 +57,17 @@ def main(model_dir: str, out: str, phase: str) -> None:
     cfg = load_config(ROOT / "configs/train/tiny_test.yaml", overrides)
     cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"lora": LoraConfig()})})
     accelerator = make_accelerator(cfg)
+    zero = accelerator.state.deepspeed_plugin.deepspeed_config["zero_optimization"]
+    if zero.get("stage") == 3:  # shard every parameter, as a 7B model's are: by default the tiny one's are
+        zero["stage3_param_persistence_threshold"] = 0  # all under the size that ZeRO-3 keeps whole
     policy = load_policy(cfg, accelerator)
     assert isinstance(policy.ref_model, AdapterOff), type(policy.ref_model)
     module = accelerator.unwrap_model(policy.model)
     names = {id(p): n for n, p in module.named_parameters()}
-    zero = policy.model.optimizer  # the engine's ZeRO optimiser: its groups hold the parameters it steps
-    groups = zero.bit16_groups if hasattr(zero, "bit16_groups") else zero.fp16_groups  # ZeRO-2, ZeRO-3
+    zero_optimizer = (
+        policy.model.optimizer
+    )  # the engine's ZeRO optimiser: its groups hold the parameters it steps
+    groups = getattr(zero_optimizer, "bit16_groups", None) or zero_optimizer.fp16_groups  # ZeRO-2, ZeRO-3
     optimised = sorted(names[id(p)] for group in groups for p in group)
     first = 1
     if phase == "resume":

@@ -4,7 +4,8 @@ as the full-weight launches of ``test_distributed.py``.
 Under both stages only the adapter is in the ZeRO optimiser, the KL reference is the policy with its adapter
 off, the engine's checkpoint files hold the adapter but not the frozen base weights, a resume from the
 step-2 checkpoint makes step 3 bit for bit, and the final ``model/`` is the merged model, gathered from the
-shards under ZeRO-3. ZeRO-3 runs through ``tests/support/lora_deepspeed_driver.py`` (the trainer's own
+shards under ZeRO-3 (where the driver shards every parameter: the tiny model's are all small enough for
+ZeRO-3 to keep whole by default, and the merged ``model/`` then came out right without a gather). ZeRO-3 runs through ``tests/support/lora_deepspeed_driver.py`` (the trainer's own
 ``load_policy``, ``train_step`` and checkpoints, no rollouts): a LoRA run has no ZeRO-3 rollout backend
 yet. ZeRO-2 also runs the whole trainer.
 """
