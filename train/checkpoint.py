@@ -23,7 +23,9 @@ a complete checkpoint; a leftover ``*.tmp`` folder is ignored by ``load_latest``
 Every process of a distributed run must call ``save_checkpoint`` and ``load_latest`` (DeepSpeed saves and
 loads collectively); only the main process renames, writes the pointer and prunes. The run folder must be
 on a file system that every process sees. Under ZeRO-3, saving ``model/`` gathers the weights and needs
-``stage3_gather_16bit_weights_on_model_save: true`` in the DeepSpeed config.
+``stage3_gather_16bit_weights_on_model_save: true`` in the DeepSpeed config. A LoRA run under DeepSpeed
+keeps the frozen base weights out of the engine's files (``train.lora.engine_checkpoint_kwargs``) and writes
+``adapter/`` beside them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+from train.lora import engine_checkpoint_kwargs
 
 CHECKPOINTS_DIR = "checkpoints"
 """Sub-folder of the run folder that holds the checkpoints."""
@@ -101,7 +105,8 @@ def save_checkpoint(
         tmp.mkdir()
     accelerator.wait_for_everyone()
 
-    accelerator.save_state(str(tmp))
+    save_kwargs, _ = engine_checkpoint_kwargs(accelerator)  # a LoRA run's engine leaves the base weights out
+    accelerator.save_state(str(tmp), **save_kwargs)
     if model is not None:
         _save_plain_model(accelerator, model, tokenizer, tmp / MODEL_DIR)
     accelerator.wait_for_everyone()
@@ -126,7 +131,8 @@ def load_latest(accelerator: Any, run_dir: str | Path) -> dict[str, Any] | None:
     path = latest_checkpoint(run_dir)
     if path is None:
         return None
-    accelerator.load_state(str(path))
+    _, load_kwargs = engine_checkpoint_kwargs(accelerator)
+    accelerator.load_state(str(path), **load_kwargs)
     state = json.loads((path / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
     return {**state["extra"], "step": int(state["step"]), "path": str(path)}
 
@@ -163,15 +169,22 @@ def _save_plain_model(accelerator: Any, model: Any, tokenizer: Any, out: Path) -
     """``save_pretrained`` of the unwrapped model (weights gathered on every process first); of a LoRA model,
     the plain architecture with the adapter merged in (``envs.models.adapters``)."""
     from envs.models.adapters import is_adapted, merged_state_dict
+    from train.lora import gathered
 
-    state_dict = accelerator.get_state_dict(model)  # collective under ZeRO-3
-    if accelerator.is_main_process:
-        unwrapped = accelerator.unwrap_model(model)
-        if is_adapted(unwrapped):  # the adapter alone is the checkpoint's adapter/ (train.lora)
-            unwrapped, state_dict = unwrapped.get_base_model(), merged_state_dict(unwrapped)
-        unwrapped.save_pretrained(str(out), state_dict=state_dict, safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(str(out))
+    unwrapped = accelerator.unwrap_model(model)
+    if is_adapted(unwrapped):  # the adapter alone is the checkpoint's adapter/ (train.lora)
+        with gathered(accelerator, list(unwrapped.parameters())):  # collective under ZeRO-3
+            if accelerator.is_main_process:
+                state_dict = merged_state_dict(unwrapped)
+                unwrapped.get_base_model().save_pretrained(
+                    str(out), state_dict=state_dict, safe_serialization=True
+                )
+    else:
+        state_dict = accelerator.get_state_dict(model)  # collective under ZeRO-3
+        if accelerator.is_main_process:
+            unwrapped.save_pretrained(str(out), state_dict=state_dict, safe_serialization=True)
+    if accelerator.is_main_process and tokenizer is not None:
+        tokenizer.save_pretrained(str(out))
 
 
 def _write_durably(path: Path, text: str) -> None:

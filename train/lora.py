@@ -7,7 +7,9 @@
   (peft's ``disable_adapter``), so the base model's logprobs come without a second copy of the weights.
 - ``save_adapter_checkpoints`` makes ``accelerator.save_state`` write the adapter (``adapter/``, peft's own
   format) instead of the whole model, and ``load_state`` read it back; the optimiser, schedule and RNG
-  states are accelerate's as for full weights, so a resume is exact.
+  states are accelerate's as for full weights, so a resume is exact. Under DeepSpeed the engine saves and
+  loads the training state itself: ``engine_checkpoint_kwargs`` keeps the frozen base weights out of its
+  files, and ``adapter/`` is still written (gathered from the shards under ZeRO-3) for people to use.
 
 The merged weights (``W + B @ A * alpha / r``) that the local backend samples from and the final ``model/``
 holds are computed in ``envs.models.adapters``.
@@ -15,6 +17,8 @@ holds are computed in ``envs.models.adapters``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,21 +91,23 @@ class AdapterOff:
 
 def save_adapter_checkpoints(accelerator: Any) -> None:
     """Have ``accelerator.save_state`` write each adapted model's adapter to ``<checkpoint>/adapter/`` instead
-    of its full weights, and ``load_state`` load it back (accelerate's save and load hooks). Under
-    DeepSpeed the engine saves its own model state and these hooks leave it alone."""
+    of its full weights, and ``load_state`` load it back (accelerate's save and load hooks). Under DeepSpeed
+    the engine saves and loads the training state (``engine_checkpoint_kwargs``); ``adapter/`` is written
+    all the same, its weights gathered on every process first under ZeRO-3 (collective)."""
     from envs.models.adapters import is_adapted
 
     def save(models: list[Any], weights: list[Any], output_dir: str) -> None:
-        if len(weights) != len(models):  # DeepSpeed, FSDP: saved by the engine
-            return
+        engine_saves = len(weights) != len(models)  # DeepSpeed: the engine saves, weights is empty
         for i in reversed(range(len(models))):
             module = accelerator.unwrap_model(models[i])
             if is_adapted(module):
-                if accelerator.is_main_process:
-                    module.save_pretrained(str(Path(output_dir) / ADAPTER_DIR), safe_serialization=True)
-                weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
+                with gathered(accelerator, [p for p in module.parameters() if p.requires_grad]):
+                    if accelerator.is_main_process:
+                        module.save_pretrained(str(Path(output_dir) / ADAPTER_DIR), safe_serialization=True)
+                if not engine_saves:
+                    weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
 
-    def load(models: list[Any], input_dir: str) -> None:
+    def load(models: list[Any], input_dir: str) -> None:  # DeepSpeed's models are not in ``models``
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
@@ -118,3 +124,32 @@ def save_adapter_checkpoints(accelerator: Any) -> None:
 
     accelerator.register_save_state_pre_hook(save)
     accelerator.register_load_state_pre_hook(load)
+
+
+def engine_checkpoint_kwargs(accelerator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Keyword arguments for ``accelerator.save_state`` and ``load_state``: under DeepSpeed, with an adapted
+    model, the engine's files leave the frozen base weights out (``exclude_frozen_parameters``; they are the
+    model folder's) and loading accepts their absence (``load_module_strict=False``). Empty otherwise."""
+    from envs.models.adapters import is_adapted
+    from train.distributed import is_deepspeed
+
+    if not is_deepspeed(accelerator) or not any(
+        is_adapted(accelerator.unwrap_model(m)) for m in accelerator._models
+    ):
+        return {}, {}
+    return {"exclude_frozen_parameters": True}, {"load_module_strict": False}
+
+
+@contextmanager
+def gathered(accelerator: Any, params: list[Any]) -> Iterator[None]:
+    """Inside, ``params`` are whole on every process: under ZeRO-3 DeepSpeed gathers them from the shards
+    (collective: every process must enter) and partitions them again on exit, read-only. Elsewhere a no-op."""
+    from train.distributed import is_deepspeed
+
+    if not is_deepspeed(accelerator) or accelerator.state.deepspeed_plugin.zero_stage != 3:
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+        yield

@@ -215,7 +215,7 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
         model = adapt(model, cfg.model.lora)
     check_updates_land(model, cfg)
     if cfg.model.gradient_checkpointing:
-        # transformers 5.25 renamed it; the old name warns on every run (5.24, the oldest allowed, has only it)
+        # transformers 5.25 renamed it; the old name warns on every run (older versions have only it)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     ref_model = None
     if cfg.loss.beta > 0 and cfg.model.lora is None:

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from envs.models.kv_cache import cache_name
+
 
 @dataclass
 class Decoding:
@@ -112,11 +114,11 @@ def decode(
             input_ids=feed,
             attention_mask=mask,
             position_ids=feed_positions,
-            cache=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{cache_name(): cache},  # ``cache=cache`` in newer transformers (envs.models.kv_cache)
         )
-        cache = out.cache
+        cache = getattr(out, cache_name())
         logits_RV = out.logits[:, -1, :].float()
         # past every row's min_tokens (the usual case from the first step): no per-row mask to build
         allow_stop = step >= longest_min or (step >= min_R if how.row_min_tokens else False)

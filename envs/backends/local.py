@@ -28,6 +28,7 @@ from typing import Any
 from envs.backends.base import Sample, SamplingParams, WeightSource
 from envs.backends.decode import DecodeStats, Decoding, decode, packed_linears
 from envs.models.adapters import is_adapted, merged_weights, plain_copy
+from envs.models.kv_cache import cache_name
 
 
 @dataclass
@@ -229,7 +230,7 @@ class LocalBackend:
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = out.cache
+        cache = getattr(out, cache_name())  # ``out.cache`` in newer transformers (envs.models.kv_cache)
         slot = {row: u for u, row in enumerate(distinct)}
         cache.reorder_cache(torch.tensor([slot[r] for r in source], device=input_ids.device))
         return cache

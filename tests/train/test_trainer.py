@@ -388,7 +388,8 @@ def test_gradient_checkpointing_without_the_deprecated_call(tiny_model_dir: Path
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*gradient_checkpointing_enable.* is deprecated")
         model = accelerator.unwrap_model(load_policy(cfg, accelerator).model)
-    assert model.is_activation_checkpointing
+    # the property's name in transformers 5.25; older versions (the floor, 5.16.1) have only the old one
+    assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
 
 
 @pytest.mark.slow

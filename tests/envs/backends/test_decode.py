@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from envs.backends.decode import Decoding, _inverse_cdf, _pick, decode, packed_linears  # noqa: E402
+from envs.models.kv_cache import cache_name  # noqa: E402
 
 PROBS = torch.tensor([0.5, 0.25, 0.15, 0.1, 0.0])
 
@@ -55,7 +56,8 @@ class _Scripted(torch.nn.Module):
         super().__init__()
         self.script, self.vocab, self.fed = script, vocab, []
 
-    def forward(self, input_ids, attention_mask, position_ids, cache, use_cache, logits_to_keep):  # type: ignore[no-untyped-def]
+    def forward(self, input_ids, attention_mask, position_ids, use_cache, logits_to_keep, **cache):  # type: ignore[no-untyped-def]
+        assert list(cache) == [cache_name()], cache  # the KV cache under transformers' name for it
         step = len(self.fed)
         self.fed.append((input_ids.clone(), position_ids.clone(), attention_mask.shape[1]))
         logits = torch.full((len(self.script), 1, self.vocab), -20.0)
@@ -66,7 +68,8 @@ class _Scripted(torch.nn.Module):
             pass
 
         out = Out()
-        out.logits, out.cache = logits, ("cache", step)
+        out.logits = logits
+        setattr(out, cache_name(), ("cache", step))
         return out
 
 
