@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: lint, format check, type check, import contracts, then the test suite (CPU only).
+# The test command: lint, format check, type check, import contracts, the test suite (CPU only), then a
+# subset of it on the lowest transformers the project accepts (scripts/test_floor.sh).
 #   scripts/test.sh               everything (tests marked vllm run when .venv-vllm exists)
 #   scripts/test.sh -m "not slow" extra arguments go to pytest
 set -euo pipefail
@@ -13,3 +14,4 @@ echo "== ruff format"; "$PY" -m ruff format --check .
 echo "== mypy";        "$PY" -m mypy
 echo "== import-linter"; .venv/bin/lint-imports --no-cache   # layers train -> envs -> rubrics, no import circles
 echo "== pytest";      "$PY" -m pytest "$@"
+echo "== floor";       scripts/test_floor.sh -q   # loading, a training step, LoRA, the local backend
