@@ -204,3 +204,27 @@ def test_packed_forward_gives_the_padded_logprobs_and_gradients(
     for name, grad in packed_grads.items():
         want = padded_grads[name]  # float32 sums in another order: to a few millionths of the largest entry
         assert torch.allclose(grad, want, rtol=1e-4, atol=2e-6 * float(want.abs().max())), name
+
+
+def test_a_run_by_token_budget_takes_the_same_first_step(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The trainer end to end: the first step's rollouts are the same with and without a budget (same seed,
+    sampled before any update), so its loss is too, up to float rounding; the pass counts are logged."""
+    from tests.train.runs import metrics
+    from train.trainer import train
+
+    common = ["max_steps=1", "env.eval_fraction=0", "logging.wandb_mode=disabled"]
+    train(run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "fixed", *common))
+    train(
+        run_config(
+            "tiny_test.yaml", tiny_model_dir, tmp_path / "budget", *common, "optim.micro_batch_tokens=256"
+        )
+    )
+    (fixed,) = [r for r in metrics(tmp_path / "fixed") if "train/loss" in r]
+    (budget,) = [r for r in metrics(tmp_path / "budget") if "train/loss" in r]
+    assert fixed["train/loss_tokens"] == budget["train/loss_tokens"] > 0
+    assert budget["train/loss"] == pytest.approx(fixed["train/loss"], rel=1e-5, abs=1e-7)
+    # 8 rollouts: by four, two passes; by budget, at least one; each pass the only forward (no KL term)
+    assert fixed["train/micro_batches"] == fixed["train/forwards"] == 2.0
+    assert budget["train/micro_batches"] == budget["train/forwards"] >= 1.0
+    # each pass holds at most 256 padded positions (every sequence fits: env.max_total_tokens is 256)
+    assert 0 < budget["train/padded_tokens"] <= 256 * budget["train/micro_batches"]
