@@ -228,3 +228,17 @@ def test_a_run_by_token_budget_takes_the_same_first_step(tiny_model_dir: Path, t
     assert budget["train/micro_batches"] == budget["train/forwards"] >= 1.0
     # each pass holds at most 256 padded positions (every sequence fits: env.max_total_tokens is 256)
     assert 0 < budget["train/padded_tokens"] <= 256 * budget["train/micro_batches"]
+
+
+@pytest.mark.slow
+def test_two_steps_by_token_budget_under_ddp(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Two CPU processes over gloo, each planning its own micro-batches: every process runs as many as the
+    busiest one, so the gradient collectives pair up whatever the grouping."""
+    from tests.train.test_distributed import _check_run, _launch
+
+    out = tmp_path / "ddp"
+    proc = _launch("multi_process.yaml", tiny_model_dir, out, "optim.micro_batch_tokens=256")
+    steps = _check_run(proc, tiny_model_dir, out)
+    assert all(
+        r["train/micro_batches"] >= 1 and r["train/forwards"] == r["train/micro_batches"] for r in steps
+    )
