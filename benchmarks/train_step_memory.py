@@ -2,11 +2,16 @@
 
 Each setting runs in its own process (peak RSS is per process): the real SmolLM2-135M-Instruct, its
 reference model (``loss.beta > 0``), ``--sequences`` sequences of ``--tokens`` tokens whose last
-``--completion`` tokens are trained on, ``optim.micro_batch_size`` from the main job's config. Prints one
-JSON object: per setting the RSS before the step, the peak during it and the step's wall time.
+``--completion`` tokens are trained on, ``optim.micro_batch_size`` from the main job's config. With
+``--min-tokens`` the lengths vary as multi-turn rollouts do: each drawn uniformly (seeded) between it and
+``--tokens``, the last ``min(--completion, length // 2)`` tokens trained on. Prints one JSON object: per
+setting the RSS before the step, the peak during it, the step's wall time, and its micro-batches, forward
+calls and padded token positions (``train/micro_batches``, ``train/forwards``, ``train/padded_tokens``).
 
     .venv/bin/python benchmarks/train_step_memory.py
     .venv/bin/python benchmarks/train_step_memory.py --settings "" "model.gradient_checkpointing=true"
+    .venv/bin/python benchmarks/train_step_memory.py --sequences 16 --min-tokens 200 --tokens 900 \
+        --settings "" "optim.micro_batch_tokens=2048"
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's packages, not an installed one's (a git worktree's own code)
 CONFIG = ROOT / "configs/train/first_responder_cpu.yaml"
 DEFAULT_SETTINGS = ("", "model.gradient_checkpointing=true", "optim.micro_batch_size=4")
 
 
-def one_step(overrides: list[str], sequences: int, tokens: int, completion: int) -> dict[str, object]:
+def one_step(
+    overrides: list[str], sequences: int, tokens: int, completion: int, min_tokens: int | None = None
+) -> dict[str, object]:
     """Load the policy as the trainer does and time one ``train_step`` on a synthetic batch."""
     import torch
     from accelerate import Accelerator
@@ -41,13 +49,17 @@ def one_step(overrides: list[str], sequences: int, tokens: int, completion: int)
     accelerator = Accelerator(cpu=True)
     policy = load_policy(cfg, accelerator)
     generator = torch.Generator().manual_seed(0)
+    lengths = [tokens] * sequences
+    if min_tokens is not None:
+        lengths = torch.randint(min_tokens, tokens + 1, (sequences,), generator=generator).tolist()
+    trained = [completion if min_tokens is None else min(completion, n // 2) for n in lengths]
     seqs = [
         {
-            "ids": torch.randint(0, 49_000, (tokens,), generator=generator).tolist(),
-            "loss_mask": [0] * (tokens - completion) + [1] * completion,
-            "logprobs": [-2.0] * tokens,
+            "ids": torch.randint(0, 49_000, (n,), generator=generator).tolist(),
+            "loss_mask": [0] * (n - c) + [1] * c,
+            "logprobs": [-2.0] * n,
         }
-        for _ in range(sequences)
+        for n, c in zip(lengths, trained, strict=True)
     ]
     advantages = [1.0 if i % 2 else -1.0 for i in range(sequences)]
     batch = collate(seqs, advantages, [False] * sequences, pad_token_id=0)
@@ -61,6 +73,10 @@ def one_step(overrides: list[str], sequences: int, tokens: int, completion: int)
         "peak_rss_gib": round(peak_rss_gib(), 2),
         "step_s": round(time.perf_counter() - start, 1),
         "loss": stats.get("loss"),
+        "micro_batches": stats.get("micro_batches"),
+        "forwards": stats.get("forwards"),
+        "padded_tokens": stats.get("padded_tokens"),
+        "real_tokens": sum(lengths),
     }
 
 
@@ -74,19 +90,27 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=600)
     parser.add_argument("--completion", type=int, default=200)
+    parser.add_argument("--min-tokens", type=int, help="draw each length between this and --tokens")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(one_step(args.child.split(), args.sequences, args.tokens, args.completion)))
+        child = one_step(args.child.split(), args.sequences, args.tokens, args.completion, args.min_tokens)
+        print(json.dumps(child))
         return
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     results = {}
     for setting in args.settings:
         cmd = [sys.executable, __file__, "--child", setting, "--sequences", str(args.sequences)]
         cmd += ["--tokens", str(args.tokens), "--completion", str(args.completion)]
+        cmd += ["--min-tokens", str(args.min_tokens)] if args.min_tokens is not None else []
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
         results[setting or "main job config"] = json.loads(out.stdout.strip().splitlines()[-1])
-    shape = {"sequences": args.sequences, "tokens": args.tokens, "completion": args.completion}
+    shape = {
+        "sequences": args.sequences,
+        "tokens": args.tokens,
+        "min_tokens": args.min_tokens,
+        "completion": args.completion,
+    }
     print(
         json.dumps(
             {"machine": platform.processor() or platform.machine(), "batch": shape, "settings": results}

@@ -3,6 +3,7 @@ learning rate and steps, in one run.
 
     .venv/bin/python benchmarks/trainer_vs_trl.py [--models tiny,smollm2] [--steps-tiny 20]
         [--steps-smollm2 8] [--tokens 96] [--prompts-per-step 2] [--group-size 4] [--free-length]
+        [--micro-batch-tokens N]
 
 The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all twelve, nothing held out),
 scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
@@ -13,7 +14,10 @@ training and sdpa, no gradient checkpointing (TRL's default is on; ours off), mi
 over the step (TRL: ``per_device_train_batch_size`` 4 and ``gradient_accumulation_steps`` = rows / 4).
 Every completion is forced to exactly ``--tokens`` tokens (``min_tokens`` for ours, ``min_new_tokens`` in
 TRL's generation kwargs), so both do the same work whatever the policy learns; ``--free-length`` lets
-completions stop at end-of-sequence instead. Our trainer keeps its defaults elsewhere (truncated
+completions stop at end-of-sequence instead, so their lengths vary as in real runs (and differ between the
+runs: compare completion tokens per second of the whole step there). ``--micro-batch-tokens N`` runs our
+trainer a second time with ``optim.micro_batch_tokens`` N (sequences grouped by length under a budget of N
+padded tokens instead of fixed groups of 4) and reports it against the same TRL run (``micro_batch_tokens``). Our trainer keeps its defaults elsewhere (truncated
 importance-sampling correction on; TRL has none with transformers generation), and samples as the main job
 does (``--inference-dtype auto``: a bfloat16 copy of the policy, refreshed after every step, where bf16 is
 computed natively; the float32 policy itself, as TRL does, elsewhere); ``--inference-dtype bfloat16`` or
@@ -33,7 +37,10 @@ step over ours; target >= 1.3), ``ours_last_reward`` / ``trl_last_reward`` (mean
 of the steps), first-step rewards, peak RSS, the time split of our step, the cores each trainer kept busy
 (CPU seconds over wall seconds), and completion tokens per second: ours in its generation phase, both over
 the whole step, and a standalone ``generate`` of the same rows in our sampling dtype (a third subprocess;
-``standalone_over_ours_generation`` is the target's ratio, at most 1.2).
+``standalone_over_ours_generation`` is the target's ratio, at most 1.2). The work of the training passes,
+whatever the hardware: ``*_forwards_per_step`` counts the model's forward calls outside generation (ours
+from ``train/forwards``; TRL's by a hook on the model, ``generate`` excluded: an old-logprobs or reference
+pass would show there) and ``*_padded_tokens_per_step`` the token positions they ran over, padding included.
 
 Our trainer tunes glibc's malloc on a CPU (one arena for all threads, freed memory kept for reuse:
 ``train.distributed.tune_host_allocator``); the standalone generate does too. ``--trl-our-allocator`` runs TRL
@@ -116,6 +123,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "advantage.scale_rewards=group",
         f"optim.learning_rate={spec['learning_rate']}",
         f"optim.micro_batch_size={min(4, rows)}",
+        f"optim.micro_batch_tokens={spec.get('micro_batch_tokens', 0)}",
         "optim.schedule=constant",
         "optim.warmup_steps=0",
         "optim.max_grad_norm=1.0",
@@ -140,6 +148,8 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "sync_s": [r["time/sync_s"] for r in steps],
         "rewards": [r.get("reward/mean") for r in steps],
         "completion_tokens_mean": [r.get("length/completion_tokens_mean") for r in steps],
+        "forwards": [r["train/forwards"] for r in steps],
+        "padded_tokens": [r["train/padded_tokens"] for r in steps],
         "total_s_including_load": total,
         "busy_cores": cpu / total,
         "peak_rss_gib": peak_rss_gib(),
@@ -265,18 +275,24 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
             self.begin = 0.0
             self.step_s: list[float] = []
             self.logs: list[dict[str, Any]] = []
+            self.forwards: list[int] = []
+            self.padded_tokens: list[int] = []
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.begin = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.step_s.append(time.perf_counter() - self.begin)
+            self.forwards.append(passes["forwards"])
+            self.padded_tokens.append(passes["tokens"])
+            passes.update(forwards=0, tokens=0)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
             if logs and "reward" in logs:
                 self.logs.append(dict(logs))
 
     clock = Clock()
+    passes = _count_training_forwards(model, clock)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[trl_vowel_reward],
@@ -292,10 +308,36 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
         "step_s": clock.step_s,
         "rewards": [log.get("reward") for log in clock.logs],
         "completion_tokens_mean": [log.get("completions/mean_length") for log in clock.logs],
+        "forwards": clock.forwards,
+        "padded_tokens": clock.padded_tokens,
         "total_s_including_load": total,
         "busy_cores": cpu / total,
         "peak_rss_gib": peak_rss_gib(),
     }
+
+
+def _count_training_forwards(model: Any, clock: Any) -> dict[str, int]:
+    """Count the model's forward calls outside ``generate`` (the loss's, and any old-logprobs or reference
+    pass) and the token positions they run over; the step's callback reads and resets the counts."""
+    passes = {"forwards": 0, "tokens": 0, "generating": 0}
+    generate = model.generate
+
+    def counted_generate(*args: Any, **kwargs: Any) -> Any:
+        passes["generating"] += 1
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            passes["generating"] -= 1
+
+    def before_forward(module: Any, args: Any, kwargs: Any) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if not passes["generating"]:
+            passes["forwards"] += 1
+            passes["tokens"] += int(ids.numel()) if ids is not None else 0
+
+    model.generate = counted_generate
+    model.register_forward_pre_hook(before_forward, with_kwargs=True)
+    return passes
 
 
 # -- the driver ---------------------------------------------------------------------------------------------
@@ -366,6 +408,12 @@ def summarise(
         "standalone_over_ours_generation": round(standalone_tps / ours_gen_tps, 3),
         "ours_step_tokens_per_s": round(statistics.median(steady(completion_tokens(ours))) / ours_s, 1),
         "trl_step_tokens_per_s": round(statistics.median(steady(completion_tokens(trl))) / trl_s, 1),
+        # the work of the training passes, whatever the hardware: model forward calls per step outside
+        # generation, and the token positions they ran over, padding included (medians over the steps)
+        "ours_forwards_per_step": statistics.median(ours["forwards"]),
+        "trl_forwards_per_step": statistics.median(trl["forwards"]),
+        "ours_padded_tokens_per_step": statistics.median(ours["padded_tokens"]),
+        "trl_padded_tokens_per_step": statistics.median(trl["padded_tokens"]),
         "ours_peak_rss_gib": round(ours["peak_rss_gib"], 2),
         "trl_peak_rss_gib": round(trl["peak_rss_gib"], 2),
         "ours_total_s_including_load": round(ours["total_s_including_load"], 1),
@@ -376,6 +424,36 @@ def summarise(
         "trl_rewards": [None if r is None else round(r, 4) for r in trl["rewards"]],
         "ours_completion_tokens_mean": ours["completion_tokens_mean"][-1:],
         "trl_completion_tokens_mean": trl["completion_tokens_mean"][-1:],
+    }
+
+
+def by_token_budget(
+    ours: dict[str, Any], trl: dict[str, Any], rows: int, last: int, budget: int
+) -> dict[str, Any]:
+    """Our arm with ``optim.micro_batch_tokens``, against TRL's run of the same model: seconds per step and,
+    since free-length completions differ between runs, completion tokens per second of the whole step."""
+    s = statistics.median(ours["step_s"][1:] or ours["step_s"])
+    trl_s = statistics.median(trl["step_s"][1:] or trl["step_s"])
+
+    def tokens_per_s(result: dict[str, Any], seconds: float) -> float:
+        per_step = [rows * float(n or 0) for n in result["completion_tokens_mean"]]
+        return statistics.median(per_step[1:] or per_step) / seconds
+
+    ours_tps, trl_tps = tokens_per_s(ours, s), tokens_per_s(trl, trl_s)
+    return {
+        "budget_tokens": budget,
+        "s_per_step": round(s, 3),
+        "speedup": round(trl_s / s, 3),
+        "step_tokens_per_s": round(ours_tps, 1),
+        "step_tokens_per_s_over_trl": round(ours_tps / trl_tps, 3),
+        "train_s": round(statistics.median(ours["train_s"][1:] or ours["train_s"]), 3),
+        "forwards_per_step": statistics.median(ours["forwards"]),
+        "padded_tokens_per_step": statistics.median(ours["padded_tokens"]),
+        "last_reward": _mean(ours["rewards"][-last:]),
+        "peak_rss_gib": round(ours["peak_rss_gib"], 2),
+        "loadavg_1m_before_after": ours["loadavg_1m"],
+        "step_s": [round(x, 3) for x in ours["step_s"]],
+        "completion_tokens_mean": ours["completion_tokens_mean"],
     }
 
 
@@ -409,6 +487,10 @@ def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> 
     trl = in_subprocess("trl", spec, work)
     standalone = in_subprocess("standalone", spec, work)
     result = {"steps": steps, "learning_rate": lr, **summarise(ours, trl, standalone, rows, last)}
+    if args.micro_batch_tokens:  # our trainer again, its micro-batches grouped by length under a token budget
+        arm = {**spec, "micro_batch_tokens": args.micro_batch_tokens, "out_dir": str(work / f"{model}-mbt")}
+        budget = in_subprocess("ours", arm, work, tag="-mbt")
+        result["micro_batch_tokens"] = by_token_budget(budget, trl, rows, last, args.micro_batch_tokens)
     if args.trl_our_allocator:  # how much of the speedup is the allocator settings alone
         fair = in_subprocess("trl", {**spec, "our_allocator": True}, work, tag="-allocator")
         fair_s = statistics.median(fair["step_s"][1:] or fair["step_s"])
@@ -439,6 +521,12 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--free-length", action="store_true", help="let completions stop at end-of-sequence")
+    parser.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        default=0,
+        help="also run ours with optim.micro_batch_tokens at this budget (at least --tokens + 256)",
+    )
     parser.add_argument(
         "--inference-dtype",
         default="auto",
@@ -472,6 +560,8 @@ def main() -> None:
 
         args.inference_dtype = resolve_inference_dtype("auto") or "float32"
     rows = args.prompts_per_step * args.group_size
+    if 0 < args.micro_batch_tokens < args.tokens + 256:
+        parser.error("--micro-batch-tokens: at least --tokens + 256 (env.max_total_tokens of the run)")
     if rows > 4 and rows % 4:
         parser.error("--prompts-per-step x --group-size must be a multiple of 4 (micro-batches of 4)")
     report: dict[str, Any] = {
@@ -485,6 +575,7 @@ def main() -> None:
             "torch_threads": os.cpu_count(),
             "reward": RUBRIC,
             "ours_inference_dtype": args.inference_dtype,
+            "ours_micro_batch_tokens": args.micro_batch_tokens,
         }
     }
     with tempfile.TemporaryDirectory(prefix="trainer_vs_trl-") as tmp:

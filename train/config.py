@@ -230,6 +230,14 @@ class OptimConfig(Section):
     """Learning-rate schedule after warm-up."""
     micro_batch_size: int = Field(4, ge=1)
     """Sequences per forward/backward pass (gradient accumulation covers the rest of the step)."""
+    micro_batch_tokens: int = Field(0, ge=0)
+    """Group the step's sequences by length instead: longest first, each forward/backward pass taking as
+    many as fit in this many tokens, counted as rows x the longest (``micro_batch_size`` is then not used).
+    Rollouts of varied length then pad to others of about their length, and short ones share a pass. Under
+    flash-attention 2 the passes are packed without padding and the budget counts the tokens themselves;
+    sdpa and eager (every CPU run) do not pack. Default 0: ``micro_batch_size`` sequences a pass, in order.
+    At least ``env.max_total_tokens`` (the longest sequence must fit); not with ``loss.type: bnpo``
+    (``docs/training.md``, Micro-batches by token budget)."""
     logits_chunk_tokens: int = Field(0, ge=0)
     """Run the output head over about this many tokens at a time, recomputing it in the backward pass, so a
     micro-batch's full-vocabulary logits never exist at once. Default 0: one pass, the fastest. Set it (e.g.
@@ -334,6 +342,17 @@ class TrainConfig(Section):
             raise ValueError(
                 f"optim.micro_batch_size ({self.optim.micro_batch_size}) exceeds the sequences per step "
                 f"(rollout.prompts_per_step x rollout.group_size = {rows})"
+            )
+        if 0 < self.optim.micro_batch_tokens < self.env.max_total_tokens:
+            raise ValueError(
+                f"optim.micro_batch_tokens ({self.optim.micro_batch_tokens}) is below env.max_total_tokens "
+                f"({self.env.max_total_tokens}): the longest sequence must fit in one micro-batch"
+            )
+        if self.optim.micro_batch_tokens and self.loss.type == "bnpo":
+            raise ValueError(
+                "optim.micro_batch_tokens: loss.type 'bnpo' normalises by each micro-batch's own tokens, so "
+                "grouping by length would change its loss; use 'dapo' (the step's tokens) or set "
+                "optim.micro_batch_tokens: 0"
             )
         if self.loss.max_completion_length < self.rollout.max_tokens:
             raise ValueError("loss.max_completion_length must be at least rollout.max_tokens")

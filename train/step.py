@@ -9,7 +9,6 @@ step); the truncated importance weights correct for the inference engine's logpr
 from __future__ import annotations
 
 import contextlib
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,13 @@ from train.loss import (
     policy_loss,
     token_entropy,
     token_logprobs,
+)
+from train.micro_batches import (
+    MicroBatchPlan,
+    loaded_attn_implementation,
+    packs_sequences,
+    plan_micro_batches,
+    take_rows,
 )
 from train.types import TrainBatch
 
@@ -78,6 +84,59 @@ def forward_logprobs(
     pad = (width - keep, 0)
     logprobs_BT = torch.nn.functional.pad(logprobs_BK, pad)
     return logprobs_BT, None if entropy_BK is None else torch.nn.functional.pad(entropy_BK, pad)
+
+
+def packed_forward_logprobs(
+    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+) -> tuple[Any, Any]:
+    """``forward_logprobs`` of a micro-batch packed into one padding-free row (``train.micro_batches``):
+    the same [B, T] logprobs and entropies, filled on the loss tokens only (0 elsewhere). The output head
+    runs only at the positions that predict a loss token. A micro-batch without loss tokens runs padded, so
+    that its backward still reaches every weight."""
+    import torch
+
+    from train.micro_batches import packed_inputs
+
+    input_ids_1N, position_ids_1N, predicting_K, targets_BT = packed_inputs(batch)
+    if predicting_K.numel() == 0:
+        return forward_logprobs(model, batch, temperature, entropy, chunk_tokens)
+    targets_K = batch.input_ids_BT[targets_BT]
+    head = _output_head(model) if chunk_tokens > 0 else None
+    if head is None:
+        logits_1KV = model(
+            input_ids=input_ids_1N,
+            position_ids=position_ids_1N,
+            logits_to_keep=predicting_K,
+            use_cache=False,  # transformers reads the sequence boundaries from position_ids only without a cache
+        ).logits
+        logprobs_K = next_token_logprobs(logits_1KV[0], targets_K, temperature)
+        entropy_K = None
+        if entropy:
+            with torch.no_grad():
+                entropy_K = next_token_entropy(logits_1KV[0].detach(), temperature)
+    else:
+        no_logits = torch.zeros(0, dtype=torch.long, device=input_ids_1N.device)
+        out = model(
+            input_ids=input_ids_1N,
+            position_ids=position_ids_1N,
+            logits_to_keep=no_logits,
+            output_hidden_states=True,
+            use_cache=False,
+        )
+        hidden_1KH = out.hidden_states[-1][:, predicting_K]
+        chunk = max(1, chunk_tokens)
+        logprobs_1K, entropy_1K = _chunked_head(
+            head, hidden_1KH, targets_K[None], temperature, entropy, chunk
+        )
+        logprobs_K = logprobs_1K[0, 1:]  # _chunked_head puts a 0 in front for a first position: none here
+        entropy_K = None if entropy_1K is None else entropy_1K[0, 1:]
+    logprobs_BT = logprobs_K.new_zeros(targets_BT.shape)
+    logprobs_BT[targets_BT] = logprobs_K
+    if entropy_K is None:
+        return logprobs_BT, None
+    entropy_BT = entropy_K.new_zeros(targets_BT.shape)
+    entropy_BT[targets_BT] = entropy_K
+    return logprobs_BT, entropy_BT
 
 
 def _output_head(model: Any) -> Any | None:
@@ -142,14 +201,15 @@ class StepCounts:
     """Micro-batches of the busiest process: every process runs this many."""
 
 
-def step_counts(batch: TrainBatch | None, micro: int, accelerator: Any) -> StepCounts:
-    """Reduce the local counts of ``batch`` (None: nothing to train here) over all processes."""
+def step_counts(batch: TrainBatch | None, local_micro_batches: int, accelerator: Any) -> StepCounts:
+    """Reduce the local counts of ``batch`` (None: nothing to train here) and its number of micro-batches
+    over all processes."""
     import torch
 
     local = [
         float(batch.num_loss_tokens if batch else 0),
         float(batch.num_sequences if batch else 0),
-        float(math.ceil(batch.num_sequences / micro) if batch else 0),
+        float(local_micro_batches),
     ]
     counts = torch.tensor(local, device=accelerator.device)
     total_tokens, total_sequences = accelerator.reduce(counts[:2], "sum").tolist()
@@ -157,21 +217,43 @@ def step_counts(batch: TrainBatch | None, micro: int, accelerator: Any) -> StepC
     return StepCounts(total_tokens, total_sequences, n_micro)
 
 
-def micro_batch(batch: TrainBatch | None, i: int, micro: int, device: Any) -> TrainBatch:
-    """Micro-batch ``i`` of ``batch`` on ``device``; an empty one past the end of this process's batch."""
-    start = i * micro
-    mb = batch.slice(start, start + micro) if batch and start < batch.num_sequences else _empty(device)
-    return mb.to(device)
+def micro_batch(batch: TrainBatch | None, plan: MicroBatchPlan, i: int, device: Any) -> TrainBatch:
+    """Micro-batch ``i`` of ``batch`` (its rows already in ``plan.order``) on ``device``; an empty one past
+    the end of this process's plan."""
+    if batch is None or i >= len(plan.bounds):
+        return _empty(device).to(device)
+    start, stop = plan.bounds[i]
+    return batch.slice(start, stop).to(device)
+
+
+def step_plan(
+    batch: TrainBatch | None, model: Any, cfg: TrainConfig
+) -> tuple[TrainBatch | None, MicroBatchPlan]:
+    """This process's micro-batches (``train.micro_batches``) and its batch with the rows in their order."""
+    if batch is None:
+        return None, MicroBatchPlan([], [], False)
+    tokens = cfg.optim.micro_batch_tokens
+    packed = packs_sequences(loaded_attn_implementation(model), tokens)
+    lengths_B = [int(n) for n in batch.attention_mask_BT.sum(dim=1).tolist()]
+    plan = plan_micro_batches(lengths_B, cfg.optim.micro_batch_size, tokens, packed)
+    return (take_rows(batch, plan.order) if tokens > 0 else batch), plan
 
 
 def micro_batch_loss(
-    model: Any, ref_model: Any | None, mb: TrainBatch, cfg: TrainConfig, accelerator: Any, counts: StepCounts
+    model: Any,
+    ref_model: Any | None,
+    mb: TrainBatch,
+    cfg: TrainConfig,
+    accelerator: Any,
+    counts: StepCounts,
+    packed: bool = False,
 ) -> tuple[Any, Any, dict[str, float]]:
     """The micro-batch's share of the step's loss (scalar), its [B, T] entropies and its loss and
-    importance-sampling statistics."""
+    importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``)."""
     import torch
 
-    logprobs_BT, entropy_BT = forward_logprobs(
+    forward = packed_forward_logprobs if packed else forward_logprobs
+    logprobs_BT, entropy_BT = forward(
         model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens
     )
     old_logprobs_BT = logprobs_BT.detach()
@@ -183,7 +265,7 @@ def micro_batch_loss(
     ref_logprobs_BT = None
     if ref_model is not None:
         with torch.no_grad(), accelerator.autocast():  # the policy's precision
-            ref_logprobs_BT, _ = forward_logprobs(
+            ref_logprobs_BT, _ = forward(
                 ref_model,
                 mb,
                 cfg.rollout.temperature,
@@ -241,8 +323,8 @@ def train_step(
     the gradient collectives of DDP and DeepSpeed always pair up; when no process has anything, only the
     schedule moves."""
     deepspeed = is_deepspeed(accelerator)
-    micro = cfg.optim.micro_batch_size
-    counts = step_counts(batch, micro, accelerator)
+    batch, plan = step_plan(batch, model, cfg)
+    counts = step_counts(batch, len(plan.bounds), accelerator)
     if counts.micro_batches == 0:
         scheduler.step()
         return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
@@ -250,14 +332,17 @@ def train_step(
     weights: dict[str, float] = defaultdict(float)
     model.train()
     for i in range(counts.micro_batches):
-        mb = micro_batch(batch, i, micro, accelerator.device)
-        loss, entropy_BT, stats = micro_batch_loss(model, ref_model, mb, cfg, accelerator, counts)
+        mb = micro_batch(batch, plan, i, accelerator.device)
+        loss, entropy_BT, stats = micro_batch_loss(
+            model, ref_model, mb, cfg, accelerator, counts, plan.packed and i < len(plan.bounds)
+        )
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
         # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
         last = i == counts.micro_batches - 1
         with weights_lock if last and deepspeed and weights_lock is not None else contextlib.nullcontext():
             backward(accelerator, loss * accelerator.num_processes, last_micro_batch=last)
         _accumulate(sums, weights, mb, loss, entropy_BT, stats)
+        sums["padded_tokens"] += float(mb.attention_mask_BT.sum() if plan.packed else mb.input_ids_BT.numel())
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
     with weights_lock if weights_lock is not None else contextlib.nullcontext():
         optimizer.step()
@@ -267,6 +352,13 @@ def train_step(
     out["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
     out["learning_rate"] = float(scheduler.get_last_lr()[0])
     out["loss_tokens"] = counts.tokens
+    out["micro_batches"] = float(counts.micro_batches)
+    # model forward calls: the policy's, and the reference's with a KL term; old logprobs take none (one
+    # update per batch: they are the current ones, detached)
+    out["forwards"] = float(counts.micro_batches * (1 if ref_model is None else 2))
+    out["padded_tokens"] = sums.pop(
+        "padded_tokens"
+    )  # positions the policy's passes ran over, on this process
     return out
 
 
