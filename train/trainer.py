@@ -8,12 +8,17 @@ Departures from textbook GRPO (each a config switch):
 - truncated importance-sampling correction against the inference engine's logprobs, on by default;
 - one policy update per batch (old logprobs are the current policy's), optionally generated up to
   ``max_off_policy_steps`` batches ahead of the trainer;
-- groups with zero reward variance are counted and dropped; errored rollouts are left out of their group's
-  baseline and of the loss;
-- multi-turn rollouts: environment tokens are attended to but never trained on.
+- advantages divided by the group's std as in the paper, or by the step's, or not at all
+  (``advantage.scale_rewards``); groups with zero reward variance are counted and dropped; errored
+  rollouts are left out of their group's baseline and of the loss;
+- multi-turn rollouts: environment tokens are attended to but never trained on; with ``advantage.credit``
+  ``turn`` or ``mixed`` each reply gets an advantage of its own (``rubrics.advantages``), not the episode's;
+- completions cut by the token limit can be left out of the loss (``loss.mask_truncated_completions``);
+- an optional supervised warm start on demonstrations before the first rollout (``warm_start``).
 
 The trainer never names a backend: ``train.backend.rollout_backend`` builds one from the config, and the
-``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync.
+``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync. The
+threads themselves (the event loop, the torch worker, the prefetch of steps ahead) are ``train.threads``.
 """
 
 from __future__ import annotations
