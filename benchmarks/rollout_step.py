@@ -185,9 +185,7 @@ def main() -> None:
     model_dir = build_model(args.arch, work / "model")
     counters = _Counters()
     counters.install(args.p_right if args.judge == "coin" else None)
-    import train.backend as backend_module
-
-    real_rollout_backend = backend_module.rollout_backend
+    real_rollout_backend = trainer_module.rollout_backend
     captured: dict[str, Any] = {}
 
     def rollout_backend(*a: Any, **k: Any) -> Any:
@@ -196,7 +194,7 @@ def main() -> None:
         captured["backend"] = backend
         return backend
 
-    backend_module.rollout_backend = rollout_backend  # type: ignore[assignment]
+    trainer_module.rollout_backend = rollout_backend  # type: ignore[assignment]
     cuda = torch.cuda.is_available()
     overrides = [
         f"model.name_or_path={model_dir}",

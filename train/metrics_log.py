@@ -1,5 +1,5 @@
 """Run logging: every step's metrics to wandb and to ``<output_dir>/metrics.jsonl``; sample rollouts to a
-wandb Table and ``<output_dir>/samples.jsonl``.
+wandb Table and ``<output_dir>/samples.jsonl``; and the live progress line printed after each step.
 
 wandb runs offline unless a key is configured: the mode is ``online`` only when ``logging.wandb_mode`` is
 ``online`` *and* an API key is available (``WANDB_API_KEY`` or a ``wandb login`` entry in ``~/.netrc``),
@@ -20,6 +20,7 @@ import math
 import netrc
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,3 +158,33 @@ def _cell(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.dumps(value, default=str)
+
+
+def progress_printer(
+    logging: LoggingConfig, max_steps: int, is_main: bool, start: int
+) -> Callable[[int, dict[str, float]], None]:
+    """A live one-line progress report per step on the main process (``logging.progress``), with the time
+    left estimated from the steps done since ``start``."""
+    show = logging.progress and is_main
+    started = time.perf_counter()
+
+    def report(step: int, metrics: dict[str, float]) -> None:
+        if not show:
+            return
+        done = step - start
+        eta = (time.perf_counter() - started) / max(done, 1) * (max_steps - step)
+        reward = metrics.get("reward/mean", math.nan)
+        # a step whose groups all had zero variance makes no update: say so rather than print a NaN loss
+        loss = (
+            "skipped (no group to learn from)"
+            if metrics.get("train/skipped")
+            else f"{metrics.get('train/loss', math.nan):+.4f}"
+        )
+        print(
+            f"step {step}/{max_steps}  reward {reward:.3f}  loss {loss}  "
+            f"zero-var {metrics['groups/zero_variance_fraction']:.2f}  "
+            f"distinct {metrics.get('diversity/distinct_fraction', math.nan):.2f}  eta {eta / 60:.1f} min",
+            flush=True,
+        )
+
+    return report

@@ -8,51 +8,59 @@ Departures from textbook GRPO (each a config switch):
 - truncated importance-sampling correction against the inference engine's logprobs, on by default;
 - one policy update per batch (old logprobs are the current policy's), optionally generated up to
   ``max_off_policy_steps`` batches ahead of the trainer;
-- groups with zero reward variance are counted and dropped; errored rollouts are left out of their group's
-  baseline and of the loss;
-- multi-turn rollouts: environment tokens are attended to but never trained on.
+- advantages divided by the group's std as in the paper, or by the step's, or not at all
+  (``advantage.scale_rewards``); groups with zero reward variance are counted and dropped; errored
+  rollouts are left out of their group's baseline and of the loss;
+- multi-turn rollouts: environment tokens are attended to but never trained on; with ``advantage.credit``
+  ``turn`` or ``mixed`` each reply gets an advantage of its own (``rubrics.advantages``), not the episode's;
+- completions cut by the token limit can be left out of the loss (``loss.mask_truncated_completions``);
+- an optional supervised warm start on demonstrations before the first rollout (``warm_start``).
 
 The trainer never names a backend: ``train.backend.rollout_backend`` builds one from the config, and the
-``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync.
+``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync. The
+threads themselves (the event loop, the torch worker, the prefetch of steps ahead) are ``train.threads``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import copy
 import json
-import math
-import threading
-import time
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from envs.environment import Environment
+from envs.evaluation import evaluate_to_dir
+from envs.models import resolve_model
+from envs.models.loading import check_versions, load_causal_lm
 from rubrics.types import State
-from train.config import TrainConfig
+from train.backend import PolicyWeights, adapter_prefix, rollout_backend
+from train.batching import states_to_batch
+from train.checkpoint import load_latest, save_checkpoint
+from train.config import LoggingConfig, ModelConfig, RolloutConfig, TrainConfig, deepspeed_launched
+from train.distributed import make_accelerator, peak_memory_gib, tune_host_allocator
+from train.lora import AdapterOff, adapt, save_adapter_checkpoints
+from train.memory_check import check_at_start
+from train.metrics_log import RunLogger, progress_printer
+from train.orchestrator import Orchestrator, StepRollouts
+from train.report import write_report
+from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
+from train.summary import write_summary
+from train.task import build_task, extra_eval_examples
+from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
+from train.warm_start import run_warm_start
 
-T = TypeVar("T")
+# torch, transformers and accelerate (and train.step, which imports torch) are imported inside the
+# functions that use them: after check_versions(), so that a too-old transformers stops with its message,
+# and so that importing this module stays light.
 
 
 # over 60 lines on purpose: the whole run reads top to bottom in its numbered sections; each is a few calls
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run GRPO as configured; returns the run folder and the evaluation summaries before and after."""
-    from envs.models.loading import check_versions
-
     check_versions()  # before anything heavy: a too-old transformers would fail every rollout
-    from accelerate.utils import set_seed
-
-    from envs.evaluation import evaluate_to_dir
-    from train.backend import PolicyWeights, adapter_prefix, rollout_backend
-    from train.checkpoint import load_latest
-    from train.distributed import make_accelerator, tune_host_allocator
-    from train.memory_check import check_at_start
-    from train.metrics_log import RunLogger
-    from train.orchestrator import Orchestrator
-    from train.task import build_task, extra_eval_examples
-    from train.warm_start import run_warm_start
+    from accelerate.utils import set_seed  # imports torch (see the note above)
 
     # -- 1. processes, policy, optimiser ------------------------------------------------------------
     accelerator = make_accelerator(cfg)  # one process, DDP or DeepSpeed; CPU or GPU
@@ -70,7 +78,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     backend = rollout_backend(
         cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, lora_rank, prefix
     )
-    worker = _Worker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
+    worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
     held_names = [str(e.get("info", {}).get("scenario", "")) for e in eval_examples]
@@ -84,9 +92,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.get("cursor"))
     main = accelerator.is_main_process
     logger = RunLogger(cfg.logging, cfg.model_dump(), resume_run_id=saved.get("wandb_run_id"), enabled=main)
-    loop = _Loop()
+    loop = EventLoopThread()
     if start_step > 0:  # the backend generates with the resumed weights
-        loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
+        loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
 
     # -- 4. evaluate before training ----------------------------------------------------------------------
     eval_env = _at_temperature(env, cfg.logging.eval_temperature)
@@ -117,28 +125,31 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:
         worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
-        loop.run(_sync(cfg, backend, weights, policy.tokenizer, start_step))
+        loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
         if start_step == 0 and eval_examples:
             evaluate("eval_warm_start", "eval_warm_start", 0)
 
     # -- 6. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
-    prefetch = _Prefetch(orchestrator, loop, cfg)
-    progress = _progress(cfg, accelerator, start_step)
+    prefetch = Prefetch(orchestrator, loop, cfg.rollout.max_off_policy_steps, cfg.max_steps)
+    progress = progress_printer(cfg.logging, cfg.max_steps, accelerator.is_main_process, start_step)
     for step in range(start_step, cfg.max_steps):
-        (rollouts, cursor, shares), t_wait = _timed(prefetch.take, step)
+        (rollouts, cursor, shares), t_wait = timed(prefetch.take, step)
         check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
-        batch_stats, t_train = _timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
-        synced, t_sync = _timed(loop.run, _sync(cfg, backend, weights, policy.tokenizer, step + 1))
+        batch_stats, t_train = timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
+        synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = {
-            **step_metrics(rollouts, step, cfg, batch_stats, seconds),
+            **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
             **env.step_metrics(rollouts.all_states),
             **shares,
         }
-        _log_and_save(cfg, accelerator, logger, policy, rollouts, step, metrics, cursor)
+        _log_and_save(
+            cfg.logging, cfg.max_steps, accelerator, logger, policy, rollouts, step, metrics, cursor
+        )
         progress(step + 1, metrics)
-        if _evaluate_now(cfg, step + 1) and eval_examples:  # the held-out curve of a long run
+        # the held-out curve of a long run
+        if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_examples:
             evaluate(f"eval_step_{step + 1}", "eval", step + 1)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
@@ -172,13 +183,12 @@ class Policy:
     """The local folder the policy was loaded from."""
 
     def learn(
-        self, rollouts: Any, cfg: TrainConfig, accelerator: Any, backend: Any, step: int
+        self, rollouts: StepRollouts, cfg: TrainConfig, accelerator: Any, backend: Any, step: int
     ) -> dict[str, float]:
         """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
         backend's thread when it has one, so it tells the backend the weights changed before any queued
         generation runs."""
-        from train.batching import states_to_batch
-        from train.step import train_step
+        from train.step import train_step  # imports torch
 
         pad = self.tokenizer.pad_token_id or 0
         batch = states_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
@@ -203,17 +213,13 @@ def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
     import torch
     from transformers import AutoTokenizer, get_scheduler
 
-    from envs.models import resolve_model
-    from envs.models.loading import load_causal_lm
-    from train.lora import AdapterOff, adapt, save_adapter_checkpoints
-
     model_dir = resolve_model(cfg.model.name_or_path)
     dtype = getattr(torch, cfg.model.dtype)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = load_causal_lm(model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation)
     if cfg.model.lora is not None:  # only the adapter trains (train.lora)
         model = adapt(model, cfg.model.lora)
-    check_updates_land(model, cfg)
+    check_updates_land(model, cfg.model, cfg.optim.learning_rate)
     if cfg.model.gradient_checkpointing:
         # transformers 5.25 renamed it; the old name warns on every run (older versions have only it)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
@@ -239,40 +245,40 @@ MANTISSA_BITS = {"bfloat16": 7, "float16": 10}
 in the last place, ``|w| * 2**-(bits + 1)``."""
 
 
-def check_updates_land(model: Any, cfg: TrainConfig, max_lost: float = 0.5) -> None:
+def check_updates_land(model: Any, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5) -> None:
     """Refuse a run whose AdamW updates would round away: pure half-precision weights (no fp32 master copy)
     at a learning rate below half a unit in the last place of most weights. AdamW moves a weight by about
     the learning rate per step, so with bf16 weights of magnitude 0.02 anything below ~8e-5 is lost.
     DeepSpeed keeps fp32 master weights of its own, so its launches are not checked."""
     import torch
 
-    from train.config import deepspeed_launched
-
-    bits = MANTISSA_BITS.get(cfg.model.dtype)
+    dtype = model_cfg.dtype
+    bits = MANTISSA_BITS.get(dtype)
     if bits is None or deepspeed_launched():
         return
-    lr = cfg.optim.learning_rate
     lost = total = 0
     with torch.no_grad():
         for p in model.parameters():  # under LoRA: the adapter alone (peft keeps it in float32)
-            if not p.requires_grad or p.dtype != getattr(torch, cfg.model.dtype):
+            if not p.requires_grad or p.dtype != getattr(torch, dtype):
                 continue
             lost += int((p.detach().abs().float() * 2.0 ** -(bits + 1) > lr).sum())
             total += p.numel()
     if lost > max_lost * total:
         raise ValueError(
-            f"model.dtype: {cfg.model.dtype} weights with AdamW at optim.learning_rate {lr:g}: the updates of "
-            f"{lost / total:.0%} of the parameters are smaller than half a {cfg.model.dtype} step and round "
+            f"model.dtype: {dtype} weights with AdamW at optim.learning_rate {lr:g}: the updates of "
+            f"{lost / total:.0%} of the parameters are smaller than half a {dtype} step and round "
             "away, so the policy barely moves; train float32 weights with bf16 autocast instead "
             "(model.dtype: float32, model.mixed_precision: bf16), or raise the learning rate"
         )
 
 
-async def _sync(cfg: TrainConfig, backend: Any, weights: Any, tokenizer: Any, step: int) -> dict[str, float]:
+async def _sync(
+    rollout: RolloutConfig, backend: Any, weights: Any, tokenizer: Any, step: int
+) -> dict[str, float]:
     """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``; returns
     what the backend says the sync sent (``sync/bytes``, ...; nothing from a backend that sends nothing)."""
     await backend.sync_weights(weights, step)
-    if cfg.rollout.check_sync:
+    if rollout.check_sync:
         await backend.check_sync(weights, tokenizer)
     return dict(getattr(backend, "sync_stats", {}))
 
@@ -283,8 +289,6 @@ class TooManyFailedRollouts(RuntimeError):
 
 def check_failures(states: Sequence[State], step: int, max_fraction: float) -> None:
     """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``states`` failed."""
-    from train.rollout_metrics import error_causes
-
     causes = error_causes(states)
     failed = sum(causes.values())
     if failed <= max_fraction * len(states):
@@ -298,19 +302,16 @@ def check_failures(states: Sequence[State], step: int, max_fraction: float) -> N
 
 
 def step_metrics(
-    rollouts: Any,
+    rollouts: StepRollouts,
     step: int,
-    cfg: TrainConfig,
+    rollout: RolloutConfig,
     batch_stats: dict[str, float],
     seconds: dict[str, float],
 ) -> dict[str, float]:
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
     memory so far."""
-    from train.distributed import peak_memory_gib
-    from train.rollout_metrics import rollout_metrics
-
     metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
-    metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / cfg.rollout.prompts_per_step
+    metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / rollout.prompts_per_step
     metrics["groups/dropped"] = float(rollouts.dropped_groups)
     metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)
     tokens = metrics["length/completion_tokens_mean"] * metrics["rollouts"]
@@ -330,38 +331,33 @@ def step_metrics(
 
 
 def _log_and_save(
-    cfg: TrainConfig,
+    logging: LoggingConfig,
+    max_steps: int,
     accelerator: Any,
-    logger: Any,
+    logger: RunLogger,
     policy: Policy,
-    rollouts: Any,
+    rollouts: StepRollouts,
     step: int,
     metrics: dict[str, float],
     cursor: dict[str, Any],
 ) -> None:
     """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
-    from train.checkpoint import save_checkpoint
-    from train.rollout_metrics import sample_rows
-
     done = step + 1
     logger.log(done, metrics)
-    if done % cfg.logging.sample_every == 0:
+    if done % logging.sample_every == 0:
         logger.log_samples(done, sample_rows(rollouts.all_states))
-    last = done == cfg.max_steps
-    if done % cfg.logging.checkpoint_every == 0 or last:
+    last = done == max_steps
+    if done % logging.checkpoint_every == 0 or last:
         extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
         model = policy.model if last else None
         save_checkpoint(
-            accelerator, Path(cfg.logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
+            accelerator, Path(logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
         )
 
 
 def _at_temperature(env: Any, temperature: float | None) -> Any:
     """``env`` itself, or a shallow copy that samples at ``temperature`` (the training rollouts, which may be
     in flight during an evaluation, keep theirs)."""
-    import copy
-    from dataclasses import replace
-
     if temperature is None:
         return env
     evaluation = copy.copy(env)
@@ -369,11 +365,11 @@ def _at_temperature(env: Any, temperature: float | None) -> Any:
     return evaluation
 
 
-def _evaluate_now(cfg: TrainConfig, done: int) -> bool:
+def _evaluate_now(logging: LoggingConfig, max_steps: int, done: int) -> bool:
     """Whether ``logging.eval_every`` asks for a held-out evaluation after step ``done`` (the last step is
     evaluated anyway, as ``eval_final/``)."""
-    every = cfg.logging.eval_every
-    return every > 0 and done % every == 0 and done < cfg.max_steps
+    every = logging.eval_every
+    return every > 0 and done % every == 0 and done < max_steps
 
 
 def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
@@ -384,96 +380,7 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
 def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment, estimator: str) -> None:
     """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections, and the
     advantage ``estimator`` named) when both evaluations exist."""
-    from train.report import write_report
-    from train.summary import write_summary
-
     write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
     if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
         report = write_summary(run_dir, sections=env.report_sections, estimator=estimator)
         print(f"report: {report}", flush=True)
-
-
-class _Loop:
-    """An event loop in a background thread: generation, judging, weight sync and evaluation run there."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="rollouts", daemon=True)
-        self.thread.start()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Start ``coro`` on the loop."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop and wait for its result."""
-        return self.submit(coro).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-
-
-class _Worker:
-    """Runs torch work on the backend's thread when it has one (two OpenMP teams on one CPU slow every
-    kernel down; the local backend then generates and trains in turn), else in the caller's thread."""
-
-    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
-        self.executor = executor
-
-    def run(self, fn: Callable[..., T], *args: Any) -> T:
-        return self.executor.submit(fn, *args).result() if self.executor is not None else fn(*args)
-
-
-class _Prefetch:
-    """Steps' rollouts requested up to ``rollout.max_off_policy_steps`` ahead of the trainer, each with the
-    data cursor a checkpoint of that step must hold and its examples per stratum (taken when its examples
-    were)."""
-
-    def __init__(self, orchestrator: Any, loop: _Loop, cfg: TrainConfig) -> None:
-        self.orchestrator, self.loop, self.cfg = orchestrator, loop, cfg
-        self.pending: dict[int, concurrent.futures.Future[Any]] = {}
-        self.taken: dict[int, tuple[dict[str, Any], dict[str, float]]] = {}
-
-    def take(self, step: int) -> tuple[Any, dict[str, Any], dict[str, float]]:
-        """``step``'s rollouts (waiting for them), cursor and shares of the strata (metrics); first requests
-        the steps ahead with the weights of ``step`` optimiser steps."""
-        for ahead in range(self.cfg.rollout.max_off_policy_steps + 1):
-            k = step + ahead
-            if k < self.cfg.max_steps and k not in self.pending:
-                self.pending[k] = self.loop.submit(self.orchestrator.produce(k, policy_version=step))
-                self.taken[k] = (self.orchestrator.cursor.state(), self.orchestrator.shares())
-        return self.pending.pop(step).result(), *self.taken.pop(step)
-
-
-def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
-    """``fn(*args)`` and its wall time in seconds."""
-    start = time.perf_counter()
-    return fn(*args), time.perf_counter() - start
-
-
-def _progress(cfg: TrainConfig, accelerator: Any, start: int) -> Callable[[int, dict[str, float]], None]:
-    """A live one-line progress report on the main process."""
-    show = cfg.logging.progress and accelerator.is_main_process
-    started = time.perf_counter()
-
-    def report(step: int, metrics: dict[str, float]) -> None:
-        if not show:
-            return
-        done = step - start
-        eta = (time.perf_counter() - started) / max(done, 1) * (cfg.max_steps - step)
-        reward = metrics.get("reward/mean", math.nan)
-        # a step whose groups all had zero variance makes no update: say so rather than print a NaN loss
-        loss = (
-            "skipped (no group to learn from)"
-            if metrics.get("train/skipped")
-            else f"{metrics.get('train/loss', math.nan):+.4f}"
-        )
-        print(
-            f"step {step}/{cfg.max_steps}  reward {reward:.3f}  loss {loss}  "
-            f"zero-var {metrics['groups/zero_variance_fraction']:.2f}  "
-            f"distinct {metrics.get('diversity/distinct_fraction', math.nan):.2f}  eta {eta / 60:.1f} min",
-            flush=True,
-        )
-
-    return report

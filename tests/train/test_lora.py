@@ -122,13 +122,13 @@ def test_only_the_adapter_is_trained(tiny_model_dir: Path, tmp_path: Path) -> No
 def test_the_reference_is_the_base_model_without_a_second_copy(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from envs.models import loading
+    from train import trainer as trainer_module
     from train.lora import AdapterOff
     from train.step import forward_logprobs
 
     loads = []
-    real = loading.load_causal_lm
-    monkeypatch.setattr(loading, "load_causal_lm", lambda *a, **k: loads.append(a) or real(*a, **k))
+    real = trainer_module.load_causal_lm
+    monkeypatch.setattr(trainer_module, "load_causal_lm", lambda *a, **k: loads.append(a) or real(*a, **k))
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "loss.beta=0.1", "optim.learning_rate=0.05")
     assert len(loads) == 1 and isinstance(policy.ref_model, AdapterOff)
     assert policy.ref_model.module is accelerator.unwrap_model(policy.model)

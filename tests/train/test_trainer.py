@@ -206,11 +206,11 @@ def test_sampling_copy_follows_the_policy(tiny_model_dir: Path) -> None:
 def _scripted_run(monkeypatch, tmp_path: Path, tiny_model_dir: Path, backend_factory, *overrides: str):
     """The multi-step main job's config on the tiny model, with ``backend_factory(tokenizer)`` as the run's
     backend (scripted replies: the policy is trained but not sampled)."""
-    from train import backend as train_backend
+    from train import trainer as trainer_module
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(
-        train_backend,
+        trainer_module,
         "rollout_backend",
         lambda rollout, policy, tokenizer, model_dir, *_: backend_factory(tokenizer),
     )
@@ -319,13 +319,13 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
 
     from envs.chat import chat_ids
     from tests.support.scripted_backend import CyclingBackend
-    from train import backend as train_backend
+    from train import trainer as trainer_module
     from train.task import build_task
 
     good, bad = "The scene is safe. The patient is alert and oriented.", "I will look around first."
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(
-        train_backend, "rollout_backend", lambda r, p, tok, d, *_: CyclingBackend(tok, [good, bad])
+        trainer_module, "rollout_backend", lambda r, p, tok, d, *_: CyclingBackend(tok, [good, bad])
     )
     cfg = run_config(
         "first_responder_gpu_vllm.yaml",

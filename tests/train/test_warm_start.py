@@ -176,16 +176,16 @@ def test_a_run_with_a_warm_start_evaluates_it_reports_it_and_reuses_it(
     # a longer run in the same folder resumes at step 1: no second imitation, the reference is the warm start
     from transformers import AutoModelForCausalLM
 
-    from train import warm_start as warm_start_module
+    from train import trainer as trainer_module
 
     seen = {}
-    real = warm_start_module.run_warm_start
+    real = trainer_module.run_warm_start
 
     def spy(cfg, accelerator, policy, env, held, start):
         real(cfg, accelerator, policy, env, held, start)
         seen["start"], seen["ref"] = start, policy.ref_model
 
-    monkeypatch.setattr(warm_start_module, "run_warm_start", spy)
+    monkeypatch.setattr(trainer_module, "run_warm_start", spy)
     cfg2 = run_config("first_responder_cpu.yaml", tiny_model_dir, run, "max_steps=2", *overrides)
     train(cfg2)
     assert seen["start"] == 1 and "warm start: loaded" in capsys.readouterr().out

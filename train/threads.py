@@ -1,0 +1,83 @@
+"""The threads the GRPO loop runs on, so that ``train.trainer`` reads as the algorithm alone.
+
+- ``EventLoopThread``: one asyncio loop in a background thread; generation, judging, the weight sync and
+  held-out evaluation run there.
+- ``TorchWorker``: torch work (the update, the warm start) on the backend's own thread when it has one, else
+  in the caller's thread.
+- ``Prefetch``: each step's rollouts, requested on the event loop up to ``rollout.max_off_policy_steps``
+  steps ahead of the update, with the data cursor and stratum shares taken when its examples were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from train.orchestrator import Orchestrator, StepRollouts
+
+T = TypeVar("T")
+
+
+class EventLoopThread:
+    """An event loop in a background thread: generation, judging, weight sync and evaluation run there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rollouts", daemon=True)
+        self.thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return self.submit(coro).result()
+
+    def close(self) -> None:
+        """Stop the loop and wait (up to 30 s) for its thread to end."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+
+
+class TorchWorker:
+    """Runs torch work on the backend's thread when it has one (two OpenMP teams on one CPU slow every
+    kernel down; the local backend then generates and trains in turn), else in the caller's thread."""
+
+    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
+        self.executor = executor
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the backend's thread (or here), waiting for its result."""
+        return self.executor.submit(fn, *args).result() if self.executor is not None else fn(*args)
+
+
+class Prefetch:
+    """Steps' rollouts requested up to ``ahead`` steps ahead of the trainer, each with the data cursor a
+    checkpoint of that step must hold and its examples per stratum (taken when its examples were)."""
+
+    def __init__(self, orchestrator: Orchestrator, loop: EventLoopThread, ahead: int, max_steps: int) -> None:
+        self.orchestrator, self.loop = orchestrator, loop
+        self.ahead, self.max_steps = ahead, max_steps
+        self.pending: dict[int, concurrent.futures.Future[StepRollouts]] = {}
+        self.taken: dict[int, tuple[dict[str, Any], dict[str, float]]] = {}
+
+    def take(self, step: int) -> tuple[StepRollouts, dict[str, Any], dict[str, float]]:
+        """``step``'s rollouts (waiting for them), cursor and shares of the strata (metrics); first requests
+        the steps ahead with the weights of ``step`` optimiser steps."""
+        for ahead in range(self.ahead + 1):
+            k = step + ahead
+            if k < self.max_steps and k not in self.pending:
+                self.pending[k] = self.loop.submit(self.orchestrator.produce(k, policy_version=step))
+                self.taken[k] = (self.orchestrator.cursor.state(), self.orchestrator.shares())
+        return self.pending.pop(step).result(), *self.taken.pop(step)
+
+
+def timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """``fn(*args)`` and its wall time in seconds."""
+    start = time.perf_counter()
+    return fn(*args), time.perf_counter() - start
