@@ -204,9 +204,10 @@ async def test_a_judge_failing_after_its_last_attempt_raises_and_marks_the_rollo
         assert good["reward"] == 1.0 and not good.get("error")
         assert math.isnan(bad["reward"]) and "JudgeError" in (bad.get("error") or "")
         assert bad["metrics"]["errors/criteria"] == 1.0
-        # GOOD: 3 requests; BAD: 3 first attempts, then retries until the first criterion runs out of
-        # attempts (its failure cancels the other two, whose verdicts would be thrown away)
-        assert 3 + 4 <= len(server.requests) <= 3 + 6 and client.stats.failures >= 1
+        # GOOD: 3 requests; BAD: the failing criterion's 2 attempts at least, at most all 3 criteria's 2
+        # (the first to run out of attempts cancels the others, whose verdicts would be thrown away; under
+        # load a cancelled first attempt may not have reached the server yet)
+        assert 3 + 2 <= len(server.requests) <= 3 + 6 and client.stats.failures >= 1
         with pytest.raises(JudgeError, match="no verdict after 2 attempt"):
             await grader.grade(BURN.criteria, BAD)
 
