@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def batch(rank: int, step: int) -> Any:
-    """Four sequences of 16 tokens of this process and step, the last 8 on the loss mask."""
+    """Four sequences of 16 tokens of this process and step, the last 8 on the loss mask, advantages of both
+    signs (``tests/train/test_lora.py`` takes ``batch(0, 0)``)."""
     from train.types import TrainBatch
 
     ids_BT = torch.randint(0, 100, (4, 16), generator=torch.Generator().manual_seed(100 * step + rank))

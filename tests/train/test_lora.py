@@ -15,6 +15,7 @@ pytest.importorskip("peft")
 
 import torch
 
+from tests.support.lora_deepspeed_driver import batch as fixed_batch
 from tests.train.runs import metrics, run_config
 from train.config import ConfigError, load_config
 
@@ -64,27 +65,17 @@ def _policy(tiny_model_dir: Path, tmp_path: Path, *overrides: str) -> tuple[Any,
     return cfg, accelerator, load_policy(cfg, accelerator)
 
 
-def _batch() -> Any:
-    """Four sequences of 16 tokens, the last 8 on the loss mask, advantages of both signs."""
-    from train.types import TrainBatch
-
-    ids_BT = torch.randint(0, 100, (4, 16), generator=torch.Generator().manual_seed(0))
-    mask_BT = torch.zeros(4, 16)
-    mask_BT[:, 8:] = 1.0
-    return TrainBatch(
-        input_ids_BT=ids_BT,
-        attention_mask_BT=torch.ones(4, 16, dtype=torch.long),
-        loss_mask_BT=mask_BT,
-        inference_logprobs_BT=torch.zeros(4, 16),
-        advantages_BT=torch.tensor([[1.0], [-1.0], [0.5], [-0.5]]).expand(4, 16).clone(),
-    )
-
-
 def _step(cfg: Any, accelerator: Any, policy: Any) -> dict[str, float]:
     from train.step import train_step
 
     return train_step(
-        policy.model, policy.ref_model, _batch(), cfg, accelerator, policy.optimizer, policy.scheduler
+        policy.model,
+        policy.ref_model,
+        fixed_batch(0, 0),
+        cfg,
+        accelerator,
+        policy.optimizer,
+        policy.scheduler,
     )
 
 
@@ -135,7 +126,7 @@ def test_the_reference_is_the_base_model_without_a_second_copy(
     _step(cfg, accelerator, policy)  # the adapter moves: the policy's logprobs now differ from the base's
     policy.model.train()
 
-    batch, temperature = _batch(), cfg.rollout.temperature
+    batch, temperature = fixed_batch(0, 0), cfg.rollout.temperature
     base = real(tiny_model_dir).eval()
     with torch.no_grad():
         base_BT, _ = forward_logprobs(base, batch, temperature, entropy=False)
@@ -203,7 +194,7 @@ def test_checkpoints_hold_the_adapter_and_the_final_model_is_merged(
     assert not (final / "model.safetensors").exists()  # the base weights are not saved again
     merged = load_causal_lm(final / "model").eval()
     assert not any(".lora_" in name for name, _ in merged.named_parameters())
-    ids = _batch().input_ids_BT
+    ids = fixed_batch(0, 0).input_ids_BT
     adapted = accelerator.unwrap_model(policy.model).eval()
     with torch.no_grad():
         assert torch.allclose(merged(input_ids=ids).logits, adapted(input_ids=ids).logits, atol=1e-5)
