@@ -9,8 +9,8 @@ with the merged ``model/``, in ``OUT/final``. ``resume`` loads the step-2 checkp
 adapter's weights after step 3, gathered from the shards, to ``OUT/<phase>_adapter.safetensors``, and the
 parameters in the optimiser to ``OUT/<phase>_optimised.json``. The test compares them.
 
-Rollouts are left out because ZeRO-3 has no local backend and a LoRA run has no vLLM sync yet (issue 35,
-item 3): the config is loaded for vLLM without LoRA, and LoRA is set on the loaded config.
+Rollouts are left out because ZeRO-3 has no local backend and this test starts no vLLM server: the config is
+loaded for vLLM without LoRA, and LoRA is set on the loaded config.
 """
 
 from __future__ import annotations
