@@ -27,21 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-class _Weights:
-    """The policy as the backend sees it in a one-process run."""
-
-    is_main = True
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-
-    def full_state_dict(self) -> dict[str, Any]:
-        return dict(self.module.state_dict())
-
-    def barrier(self) -> None:
-        return None
-
-
 def _policy(model_dir: Path, rank: int) -> Any:
     import torch
 
@@ -71,9 +56,10 @@ def _summary(walls: list[float], rows: list[dict[str, float]]) -> dict[str, Any]
 
 
 async def _adapter_arm(url: str, model_dir: Path, policy: Any, tokenizer: Any, syncs: int) -> dict[str, Any]:
+    from envs.backends.base import OneProcessWeights
     from envs.backends.vllm import VllmBackend
 
-    weights = _Weights(policy)
+    weights = OneProcessWeights(policy)
     walls, rows = [], []
     async with VllmBackend([url], str(model_dir)) as backend:
         for step in range(syncs + 1):
@@ -87,7 +73,7 @@ async def _adapter_arm(url: str, model_dir: Path, policy: Any, tokenizer: Any, s
 
 
 async def _full_arm(url: str, model_dir: Path, policy: Any, tokenizer: Any, syncs: int) -> dict[str, Any]:
-    from envs.backends.base import compare_greedy
+    from envs.backends.base import OneProcessWeights, compare_greedy
     from envs.backends.vllm import VllmBackend
     from envs.models.adapters import merged_state_dict, plain_copy
     from envs.serving.weights import push_weights
@@ -101,7 +87,7 @@ async def _full_arm(url: str, model_dir: Path, policy: Any, tokenizer: Any, sync
             load = max(pushed.server_seconds.values())
             rows.append({"bytes": float(pushed.bytes), "save_s": pushed.save_seconds, "load_s": load})
     async with VllmBackend([url], str(model_dir)) as backend:
-        await compare_greedy(backend, _Weights(plain_copy(policy)), tokenizer)
+        await compare_greedy(backend, OneProcessWeights(plain_copy(policy)), tokenizer)
     return _summary(walls, rows)
 
 

@@ -141,6 +141,24 @@ class TrainingBackend(InferenceBackend, Protocol):
         ...
 
 
+class OneProcessWeights:
+    """A ``WeightSource`` for a policy held by one process alone (a benchmark, a test, a script): it is the
+    main process, its state dict is the module's, and there is nobody to wait for."""
+
+    is_main = True
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def full_state_dict(self) -> Mapping[str, Any]:
+        """The module's own state dict."""
+        return dict(self.module.state_dict())
+
+    def barrier(self) -> None:
+        """One process: nothing to wait for."""
+        return None
+
+
 class InProcessWeights:
     """A base for backends whose generation always sees the policy's weights (no sync to do).
 

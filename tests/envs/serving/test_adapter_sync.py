@@ -16,7 +16,7 @@ import httpx
 import torch
 from safetensors.torch import load_file
 
-from envs.backends.base import SamplingParams
+from envs.backends.base import OneProcessWeights, SamplingParams
 from envs.backends.vllm import VllmBackend
 from envs.serving.adapters import check_lora_server, lora_server_args, max_lora_rank, write_adapter
 from envs.serving.server import VllmServer, find_free_port
@@ -25,21 +25,6 @@ LINEARS = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v
 PROMPT = "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"
 TOKENS = 10
 vllm_slow = [pytest.mark.vllm, pytest.mark.slow]
-
-
-class _Weights:
-    """The policy as a backend sees it, in one process (what ``train.backend.PolicyWeights`` gives)."""
-
-    is_main = True
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-
-    def full_state_dict(self) -> dict[str, Any]:
-        return dict(self.module.state_dict())
-
-    def barrier(self) -> None:
-        return None
 
 
 def _adapted(model_dir: Path, r: int, seed: int) -> Any:
@@ -160,7 +145,7 @@ async def test_only_the_adapter_goes_and_requests_name_it(
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     prompt = list(tokenizer.encode(PROMPT, add_special_tokens=False))
     policy = _adapted(tiny_model_dir, r=8, seed=1)
-    weights = _Weights(policy)
+    weights = OneProcessWeights(policy)
     backend = VllmBackend([server.base_url], str(tiny_model_dir))
     with policy.disable_adapter():
         base = _greedy(policy, prompt)
@@ -219,7 +204,7 @@ async def test_only_the_adapter_goes_and_requests_name_it(
     assert last_folder is not None and not last_folder.exists()
 
 
-class _OtherProcess(_Weights):
+class _OtherProcess(OneProcessWeights):
     """The same policy as a process of the run that is not the main one sees it."""
 
     is_main = False
@@ -238,10 +223,10 @@ async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
     assert _greedy(crashed_policy, prompt) != _greedy(policy, prompt)
     # a run that stopped without closing left its step-1 adapter loaded; the resumed run (same prefix) reloads it
     crashed = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
-    await crashed.sync_weights(_Weights(crashed_policy), step=1)
+    await crashed.sync_weights(OneProcessWeights(crashed_policy), step=1)
     main = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
     other = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
-    await main.sync_weights(_Weights(policy), step=1)
+    await main.sync_weights(OneProcessWeights(policy), step=1)
     await other.sync_weights(_OtherProcess(policy), step=1)  # pushes nothing: names what the main one loaded
     assert other.sync_stats == {} and other.adapters.folder("policy-test-step-1") is None
     want = _greedy(policy, prompt)
@@ -249,7 +234,7 @@ async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
         tokens, model = await _served(backend, prompt)
         assert model == "policy-test-step-1" and tokens == want[: len(tokens)] and len(tokens) >= 3
     first_folder = main.adapters.folder("policy-test-step-1")
-    await main.sync_weights(_Weights(policy), step=1)  # the same step again replaces its own adapter
+    await main.sync_weights(OneProcessWeights(policy), step=1)  # the same step again replaces its own adapter
     assert _listed(server).count("policy-test-step-1") == 1 and first_folder and not first_folder.exists()
     tokens, _ = await _served(main, prompt)
     assert tokens == want[: len(tokens)]
