@@ -1,6 +1,6 @@
 """Real ``accelerate launch`` runs of the trainer with two CPU processes: DeepSpeed ZeRO-2 over gloo, DDP,
 ZeRO-3 with rollouts from a real vLLM server (weights gathered from the shards and pushed after every step),
-and DDP with a LoRA adapter, alone sent to a real vLLM server after every step.
+and DDP and ZeRO-3 with a LoRA adapter, alone sent to a real vLLM server after every step.
 
 Each run trains the tiny model for two steps on the toy task and must finish with both steps logged, a
 finite loss, a final checkpoint and weights that moved. The first ZeRO-2 run on a machine JIT-compiles
@@ -188,3 +188,30 @@ def test_two_lora_steps_ddp_with_a_vllm_server(
     assert (out / "checkpoints" / "step_000002" / "adapter" / "adapter_model.safetensors").is_file()
     listed = httpx.get(f"{server.base_url}/v1/models", timeout=10).json()["data"]
     assert [m["id"] for m in listed] == [str(tiny_model_dir)]
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_lora_steps_under_zero3_with_a_vllm_server(
+    lora_vllm_server, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """What adapter-only sync is for: ZeRO-3 shards the adapter with the rest, each process gathers it, the
+    main process alone sends it (never the merged weights), and the server's greedy tokens follow it."""
+    pytest.importorskip("deepspeed")
+    import httpx
+
+    server = lora_vllm_server
+    out = tmp_path / "zero3_lora"
+    overrides = (
+        "model.lora={}",
+        "rollout.backend=vllm",
+        f"rollout.vllm_urls=[{server.base_url}]",
+        "rollout.check_sync=true",
+    )
+    proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, out, *overrides)
+    steps = _check_run(proc, tiny_model_dir, out)  # check_sync raised in the run if the server lagged
+    full_bytes = (tiny_model_dir / "model.safetensors").stat().st_size
+    assert all(0 < r["sync/bytes"] < full_bytes / 2 for r in steps)
+    assert (out / "checkpoints" / "step_000002" / "adapter" / "adapter_model.safetensors").is_file()
+    listed = httpx.get(f"{server.base_url}/v1/models", timeout=10).json()["data"]
+    assert [m["id"] for m in listed] == [str(tiny_model_dir)]  # the run unloaded its adapter at the end
