@@ -177,6 +177,6 @@ def peak_memory_gib() -> dict[str, float]:
     import torch
 
     out = {"memory/peak_rss_gib": peak_rss_gib()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out
