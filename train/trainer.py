@@ -28,8 +28,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from envs.backends.base import TrainingBackend
 from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models import resolve_model
@@ -50,6 +51,13 @@ from train.summary import write_summary
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.warm_start import run_warm_start
+
+if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase
+
+    from train.lora import AdapterOff
 
 # torch, transformers and accelerate (and train.step, which imports torch) are imported inside the
 # functions that use them: after check_versions(), so that a too-old transformers stops with its message,
@@ -168,22 +176,27 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 class Policy:
     """The model being trained and what updates it."""
 
-    model: Any
+    model: torch.nn.Module
     """The prepared (accelerate-wrapped) policy."""
-    ref_model: Any | None
+    ref_model: torch.nn.Module | AdapterOff | None
     """The frozen reference model of the KL term (``loss.beta > 0``), else None; under LoRA the policy with
     its adapter off (``train.lora.AdapterOff``), not a second model."""
-    optimizer: Any
+    optimizer: torch.optim.Optimizer
     """AdamW over the policy's trainable parameters: all of them, or the LoRA adapter's (prepared)."""
-    scheduler: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
     """The learning-rate schedule (prepared; stepped once per optimiser step)."""
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     """The policy's tokenizer."""
     model_dir: Path
     """The local folder the policy was loaded from."""
 
     def learn(
-        self, rollouts: StepRollouts, cfg: TrainConfig, accelerator: Any, backend: Any, step: int
+        self,
+        rollouts: StepRollouts,
+        cfg: TrainConfig,
+        accelerator: Accelerator,
+        backend: TrainingBackend,
+        step: int,
     ) -> dict[str, float]:
         """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
         backend's thread when it has one, so it tells the backend the weights changed before any queued
@@ -208,7 +221,7 @@ class Policy:
         return stats
 
 
-def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
+def load_policy(cfg: TrainConfig, accelerator: Accelerator) -> Policy:
     """The policy, its reference model, optimiser and schedule, prepared by ``accelerator``."""
     import torch
     from transformers import AutoTokenizer, get_scheduler
@@ -245,7 +258,9 @@ MANTISSA_BITS = {"bfloat16": 7, "float16": 10}
 in the last place, ``|w| * 2**-(bits + 1)``."""
 
 
-def check_updates_land(model: Any, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5) -> None:
+def check_updates_land(
+    model: torch.nn.Module, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5
+) -> None:
     """Refuse a run whose AdamW updates would round away: pure half-precision weights (no fp32 master copy)
     at a learning rate below half a unit in the last place of most weights. AdamW moves a weight by about
     the learning rate per step, so with bf16 weights of magnitude 0.02 anything below ~8e-5 is lost.
@@ -273,7 +288,11 @@ def check_updates_land(model: Any, model_cfg: ModelConfig, lr: float, max_lost: 
 
 
 async def _sync(
-    rollout: RolloutConfig, backend: Any, weights: Any, tokenizer: Any, step: int
+    rollout: RolloutConfig,
+    backend: TrainingBackend,
+    weights: PolicyWeights,
+    tokenizer: PreTrainedTokenizerBase,
+    step: int,
 ) -> dict[str, float]:
     """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``; returns
     what the backend says the sync sent (``sync/bytes``, ...; nothing from a backend that sends nothing)."""
@@ -333,7 +352,7 @@ def step_metrics(
 def _log_and_save(
     logging: LoggingConfig,
     max_steps: int,
-    accelerator: Any,
+    accelerator: Accelerator,
     logger: RunLogger,
     policy: Policy,
     rollouts: StepRollouts,
@@ -355,7 +374,7 @@ def _log_and_save(
         )
 
 
-def _at_temperature(env: Any, temperature: float | None) -> Any:
+def _at_temperature(env: Environment, temperature: float | None) -> Environment:
     """``env`` itself, or a shallow copy that samples at ``temperature`` (the training rollouts, which may be
     in flight during an evaluation, keep theirs)."""
     if temperature is None:
