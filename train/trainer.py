@@ -35,9 +35,8 @@ from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models import resolve_model
 from envs.models.loading import check_versions, load_causal_lm
-from rubrics.types import State
 from train.backend import PolicyWeights, adapter_prefix, rollout_backend
-from train.batching import states_to_batch
+from train.batching import rollouts_to_batch
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import LoggingConfig, ModelConfig, RolloutConfig, TrainConfig, deepspeed_launched
 from train.distributed import make_accelerator, peak_memory_gib, tune_host_allocator
@@ -50,6 +49,7 @@ from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
 from train.summary import write_summary
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
+from train.types import Rollout
 from train.warm_start import run_warm_start
 
 if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
@@ -142,14 +142,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     progress = progress_printer(cfg.logging, cfg.max_steps, accelerator.is_main_process, start_step)
     for step in range(start_step, cfg.max_steps):
         (rollouts, cursor, shares), t_wait = timed(prefetch.take, step)
-        check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
+        check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
         batch_stats, t_train = timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = {
             **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
-            **env.step_metrics(rollouts.all_states),
+            **env.step_metrics(rollouts.states),
             **shares,
         }
         _log_and_save(
@@ -204,7 +204,7 @@ class Policy:
         from train.step import train_step  # imports torch
 
         pad = self.tokenizer.pad_token_id or 0
-        batch = states_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
+        batch = rollouts_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
         # generation may run ahead: the weights never change under it (train_step holds the lock to step)
         args = (
             self.model,
@@ -306,16 +306,17 @@ class TooManyFailedRollouts(RuntimeError):
     """More of a step's rollouts failed than ``rollout.max_errored_fraction`` allows."""
 
 
-def check_failures(states: Sequence[State], step: int, max_fraction: float) -> None:
-    """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``states`` failed."""
-    causes = error_causes(states)
+def check_failures(rollouts: Sequence[Rollout], step: int, max_fraction: float) -> None:
+    """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``rollouts``
+    failed."""
+    causes = error_causes(rollouts)
     failed = sum(causes.values())
-    if failed <= max_fraction * len(states):
+    if failed <= max_fraction * len(rollouts):
         return
     counts = ", ".join(f"{cause}: {n}" for cause, n in causes.most_common())
-    first = next(str(s.get("error")) for s in states if s.get("error"))
+    first = next(r.error for r in rollouts if r.error)
     raise TooManyFailedRollouts(
-        f"step {step + 1}: {failed} of {len(states)} rollouts failed ({counts}), more than "
+        f"step {step + 1}: {failed} of {len(rollouts)} rollouts failed ({counts}), more than "
         f"rollout.max_errored_fraction = {max_fraction}; the first: {first}"
     )
 
@@ -329,7 +330,7 @@ def step_metrics(
 ) -> dict[str, float]:
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
     memory so far."""
-    metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
+    metrics = rollout_metrics(rollouts.all_rollouts, rollouts.kept_advantages)
     metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / rollout.prompts_per_step
     metrics["groups/dropped"] = float(rollouts.dropped_groups)
     metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)
@@ -364,7 +365,7 @@ def _log_and_save(
     done = step + 1
     logger.log(done, metrics)
     if done % logging.sample_every == 0:
-        logger.log_samples(done, sample_rows(rollouts.all_states))
+        logger.log_samples(done, sample_rows(rollouts.all_rollouts))
     last = done == max_steps
     if done % logging.checkpoint_every == 0 or last:
         extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
