@@ -21,6 +21,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
+from envs.examples import Example
 from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
 from rubrics.types import State
 from train.config import AdvantageConfig, TrainConfig
@@ -91,7 +92,7 @@ class Orchestrator:
         self,
         env: Environment,
         backend: InferenceBackend,
-        examples: Sequence[dict[str, Any]],
+        examples: Sequence[Example],
         prompts_per_step: int,
         group_size: int,
         advantage: AdvantageConfig,
@@ -124,7 +125,7 @@ class Orchestrator:
         cfg: TrainConfig,
         env: Environment,
         backend: InferenceBackend,
-        examples: Sequence[dict[str, Any]],
+        examples: Sequence[Example],
         seed: int,
         cursor: Mapping[str, Any] | None = None,
     ) -> Orchestrator:

@@ -89,7 +89,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
-    held_names = [str(e.get("info", {}).get("scenario", "")) for e in eval_examples]
+    held_names = [e.name for e in eval_examples]
     if not accelerator.is_main_process:
         eval_examples = []  # evaluation (and its files) belong to the main process
 
