@@ -102,7 +102,7 @@ def save_adapter_checkpoints(accelerator: Accelerator) -> None:
     all the same, its weights gathered on every process first under ZeRO-3 (collective)."""
     from envs.models.adapters import is_adapted
 
-    def save(models: list[Any], weights: list[Any], output_dir: str) -> None:
+    def save(models: list[torch.nn.Module], weights: list[dict[str, torch.Tensor]], output_dir: str) -> None:
         engine_saves = len(weights) != len(models)  # DeepSpeed: the engine saves, weights is empty
         for i in reversed(range(len(models))):
             module = accelerator.unwrap_model(models[i])
@@ -113,7 +113,7 @@ def save_adapter_checkpoints(accelerator: Accelerator) -> None:
                 if not engine_saves:
                     weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
 
-    def load(models: list[Any], input_dir: str) -> None:  # DeepSpeed's models are not in ``models``
+    def load(models: list[torch.nn.Module], input_dir: str) -> None:  # DeepSpeed's are not in ``models``
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
@@ -39,6 +39,27 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from envs.environment import Environment
+    from train.lora import AdapterOff
+
+
+class WarmStartPolicy(Protocol):
+    """What the warm start reads of the trainer's ``train.trainer.Policy``."""
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The prepared policy."""
+        ...
+
+    @property
+    def ref_model(self) -> torch.nn.Module | AdapterOff | None:
+        """The KL term's reference model, or None."""
+        ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The policy's tokenizer."""
+        ...
+
 
 FOLDER = "warm_start"
 """The run folder's subfolder holding the warm-started model."""
@@ -254,7 +275,7 @@ def load_into(module: torch.nn.Module, folder: Path) -> None:
 def run_warm_start(
     cfg: TrainConfig,
     accelerator: Accelerator,
-    policy: Any,
+    policy: WarmStartPolicy,
     env: Environment,
     held_out: list[str],
     start_step: int,
@@ -300,5 +321,9 @@ def run_warm_start(
             save(folder, unwrapped, policy.tokenizer, stats)
             print(f"warm start: {json.dumps(stats)}", flush=True)
         accelerator.wait_for_everyone()
-    if policy.ref_model is not None:
-        policy.ref_model.load_state_dict(unwrapped.state_dict())
+    reference = policy.ref_model
+    if reference is not None:
+        from train.lora import AdapterOff
+
+        assert not isinstance(reference, AdapterOff)  # the config refuses a warm start under LoRA
+        reference.load_state_dict(unwrapped.state_dict())
