@@ -16,7 +16,8 @@ from envs.backends.base import SamplingParams, TrainingBackend
 from envs.config import EnvConfig
 from envs.datasets import split
 from envs.environment import Environment, SingleTurnEnv
-from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv, scenario_example
+from envs.examples import Example
+from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
 from rubrics.judges.client import LLMJudgeClient
@@ -27,7 +28,7 @@ from rubrics.multistep.scenario import Scenario
 
 T = TypeVar("T")
 
-Examples = list[dict[str, Any]]
+Examples = list[Example]
 
 
 def make_env(
@@ -37,7 +38,7 @@ def make_env(
     (``eval_scenarios``, or the seeded ``eval_fraction`` split; none held out at 0)."""
     if cfg.type == "criteria":
         from envs.criteria_env import DEFAULT_SYSTEM_PROMPT as CRITERIA_PROMPT
-        from envs.criteria_env import CriteriaEnv, criteria_example
+        from envs.criteria_env import CriteriaEnv
 
         train_set, held_set = criteria_inputs(cfg)
         grader, client = criteria_grader(cfg, [*train_set, *held_set])
@@ -51,7 +52,7 @@ def make_env(
             show_reference=cfg.show_reference,
             judge_client=client,
         )
-        return env, [criteria_example(e) for e in train_set], [criteria_example(e) for e in held_set]
+        return env, [Example(criteria=e) for e in train_set], [Example(criteria=e) for e in held_set]
     if cfg.type == "single_turn":
         from rubrics.batch import import_rubric
 
@@ -76,17 +77,20 @@ def make_env(
         max_turns=cfg.max_turns,
         max_total_tokens=cfg.max_total_tokens,
     )
-    return env, [scenario_example(s) for s in train_scenarios], [scenario_example(s) for s in held_scenarios]
+    return env, [Example(scenario=s) for s in train_scenarios], [Example(scenario=s) for s in held_scenarios]
 
 
 def single_turn_examples(cfg: EnvConfig) -> Examples:
     """The examples of ``env.data`` (JSONL); ``FileLoadError`` names the file, the line and the field."""
     assert cfg.data is not None  # checked by the config
     examples = []
-    for line, example in parse_jsonl(cfg.data):
-        if not isinstance(example, dict) or "prompt" not in example:
+    for line, data in parse_jsonl(cfg.data):
+        if not isinstance(data, dict) or "prompt" not in data:
             raise FileLoadError(cfg.data, "is missing", line, "prompt")
-        examples.append(example)
+        try:
+            examples.append(Example.from_dict(data))
+        except ValueError as exc:
+            raise FileLoadError(cfg.data, str(exc), line, "prompt") from None
     return examples
 
 

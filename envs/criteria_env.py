@@ -18,6 +18,7 @@ from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.environment import SingleTurnEnv
+from envs.examples import Example
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
 from rubrics.criteria_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
@@ -30,15 +31,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a careful, knowledgeable assistant. Answer the user's question directly and specifically, "
     "in a few clear sentences."
 )
-
-
-def criteria_example(example: CriteriaExample) -> dict[str, Any]:
-    """The dataset example (what the environment and the trainer pass around) of a ``CriteriaExample``: its
-    prompt, and its id as ``info["scenario"]`` (the cluster of every interval)."""
-    prompt: str | list[dict[str, str]] = (
-        example.prompt if isinstance(example.prompt, str) else example.messages()
-    )
-    return {"prompt": prompt, "answer": "", "task": "criteria", "info": {"scenario": example.id}}
 
 
 class CriteriaEnv(SingleTurnEnv):
@@ -69,7 +61,7 @@ class CriteriaEnv(SingleTurnEnv):
         """The LLM judge's client (None when every criterion carries a rule): its counters are logged."""
         self._judge_seen: dict[str, float] = {}
         super().__init__(
-            [criteria_example(e) for e in self.examples.values()],
+            [Example(criteria=e) for e in self.examples.values()],
             self._rubric(),
             tokenizer,
             system_prompt=system_prompt,
@@ -77,9 +69,12 @@ class CriteriaEnv(SingleTurnEnv):
             max_total_tokens=max_total_tokens,
         )
 
-    def example_of(self, state_or_example: Mapping[str, Any]) -> CriteriaExample:
-        """The ``CriteriaExample`` a rollout state (or a dataset example) plays."""
-        key = str((state_or_example.get("info") or {}).get("scenario", ""))
+    def example_of(self, state: State) -> CriteriaExample:
+        """The ``CriteriaExample`` a rollout state plays (its id is ``info["scenario"]``)."""
+        return self.example_named(str((state.get("info") or {}).get("scenario", "")))
+
+    def example_named(self, key: str) -> CriteriaExample:
+        """The ``CriteriaExample`` with id ``key`` (``Example.name``)."""
         try:
             return self.examples[key]
         except KeyError:
@@ -118,11 +113,9 @@ class CriteriaEnv(SingleTurnEnv):
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
-    async def probe(
-        self, train: Sequence[Mapping[str, Any]], held: Sequence[Mapping[str, Any]]
-    ) -> list[PolicyScore]:
+    async def probe(self, train: Sequence[Example], held: Sequence[Example]) -> list[PolicyScore]:
         """The trivial policies on the held-out examples, scored as the model is (``trivial_replies``)."""
-        examples = [self.example_of(e) for e in held]
+        examples = [self.example_named(e.name) for e in held]
         rows = []
         for policy in TRIVIAL_POLICIES:
             rollouts = []

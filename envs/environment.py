@@ -1,4 +1,5 @@
-"""Environments: turn dataset examples into scored rollouts through an inference backend.
+"""Environments: turn dataset examples (``envs.examples.Example``) into scored rollouts through an inference
+backend.
 
 ``Environment`` holds the dataset, the rubric, the system prompt, the sampling settings, the turn limit
 and a per-rollout token budget. ``SingleTurnEnv`` samples a whole group in one request; ``MultiTurnEnv``
@@ -20,6 +21,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
+from envs.examples import Example
 from envs.sequence import build_sequence
 from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
@@ -48,11 +50,11 @@ def _prompt_too_long(state: State, tokens: int, budget: int) -> None:
 
 
 class Environment:
-    """Base: a dataset of examples (``prompt``, ``answer``, ``info``, ``task``) and a rubric."""
+    """Base: a dataset of examples and a rubric."""
 
     def __init__(
         self,
-        dataset: Sequence[dict[str, Any]],
+        dataset: Sequence[Example | Mapping[str, Any]],
         rubric: Rubric,
         tokenizer: Any,
         system_prompt: str | None = None,
@@ -62,8 +64,9 @@ class Environment:
     ) -> None:
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.dataset = list(dataset)
-        """The examples."""
+        self.dataset = [e if isinstance(e, Example) else Example.from_dict(e) for e in dataset]
+        """The examples; a plain dict (``prompt``, ``answer``, ``info``, ``task``) becomes a plain-prompt
+        ``Example``."""
         self.rubric = rubric
         """Scores finished rollouts."""
         self.tokenizer = tokenizer
@@ -79,9 +82,7 @@ class Environment:
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
-    async def probe(
-        self, train: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]
-    ) -> list[PolicyScore]:
+    async def probe(self, train: Sequence[Example], held: Sequence[Example]) -> list[PolicyScore]:
         """The trivial policies this environment's reward could be gamed by, scored on the held-out examples
         ``held`` (``train``: what a policy that memorised the training set would answer); each a row of
         ``report.md``'s table beside the model. Default: none."""
@@ -115,7 +116,7 @@ class Environment:
         ``credits_replies``."""
         raise NotImplementedError(f"{type(self).__name__} does not credit replies one by one")
 
-    def stratum(self, example: Mapping[str, Any]) -> str | None:
+    def stratum(self, example: Example) -> str | None:
         """The stratum of ``example``: a stable key for the kind of example it is, such as the ground truth of
         its first decision. The balanced sampler (``rollout.sampler: balanced``) gives every stratum an equal
         share of each step, and every step logs how many examples each gave. Default None: no strata."""
@@ -123,9 +124,9 @@ class Environment:
 
     # -- building blocks -----------------------------------------------------------------------------
 
-    def initial_messages(self, example: dict[str, Any]) -> list[dict[str, Any]]:
+    def initial_messages(self, example: Example) -> list[dict[str, Any]]:
         """The opening conversation of an example."""
-        prompt = example["prompt"]
+        prompt = example.prompt
         messages = (
             [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
         )
@@ -133,14 +134,14 @@ class Environment:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages
 
-    def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
+    def new_state(self, example: Example, messages: list[dict[str, Any]]) -> State:
         """A fresh rollout state for ``example``."""
         return {
             "prompt": messages,
             "completion": [],
-            "answer": example.get("answer", ""),
-            "task": example.get("task", "default"),
-            "info": dict(example.get("info") or {}),
+            "answer": example.answer,
+            "task": example.task,
+            "info": example.info,
             "trajectory": [],
             "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
             "turn": 0,
@@ -176,17 +177,17 @@ class Environment:
             }
         return state
 
-    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
         """``n`` rollouts of one example (a GRPO group), unscored."""
         raise NotImplementedError
 
-    def failed_rollout(self, example: dict[str, Any], exc: Exception) -> State:
+    def failed_rollout(self, example: Example, exc: Exception) -> State:
         """A rollout that raised ``exc``: a fresh state marked with the error and its cause."""
         state = self.new_state(example, self.initial_messages(example))
         mark_failed(state, type(exc).__name__, f"{type(exc).__name__}: {exc}")
         return state
 
-    async def run_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+    async def run_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
         """``n`` rollouts of one example, scored with the rubric: rewards and metrics. Advantages are the
         caller's, over the groups it holds (``rubrics.advantages.assign_advantages``).
 
@@ -208,7 +209,7 @@ class Environment:
 class SingleTurnEnv(Environment):
     """One model reply per rollout; the whole group is sampled in one request."""
 
-    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
         messages = self.initial_messages(example)
         prompt_ids = chat_ids(self.tokenizer, messages)
         budget = self.max_total_tokens - len(prompt_ids)
@@ -257,17 +258,17 @@ class MultiTurnEnv(Environment):
         set one, else ``completed``."""
         return False
 
-    async def rollout_group(self, example: dict[str, Any], backend: InferenceBackend, n: int) -> list[State]:
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
         return list(await asyncio.gather(*(self._rollout_or_failure(example, backend) for _ in range(n))))
 
-    async def _rollout_or_failure(self, example: dict[str, Any], backend: InferenceBackend) -> State:
+    async def _rollout_or_failure(self, example: Example, backend: InferenceBackend) -> State:
         """``rollout``, or a failed state when it raised: one rollout's failure ends only that rollout."""
         try:
             return await self.rollout(example, backend)
         except Exception as exc:
             return self.failed_rollout(example, exc)
 
-    async def rollout(self, example: dict[str, Any], backend: InferenceBackend) -> State:
+    async def rollout(self, example: Example, backend: InferenceBackend) -> State:
         """One multi-turn rollout."""
         messages = self.initial_messages(example)
         state = self.new_state(example, messages)

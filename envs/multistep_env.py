@@ -20,12 +20,13 @@ the rubric computes the reward without judging anything twice; judging time adds
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envs.backends.base import SamplingParams
 from envs.environment import MultiTurnEnv
+from envs.examples import Example
 from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
 from rubrics.multistep.rubric import MultiStepRubric
@@ -41,25 +42,14 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-def scenario_example(scenario: Scenario) -> dict[str, Any]:
-    """A dataset example for a scenario: ground truth in ``answer``, reveals in ``info``."""
-    return {
-        "prompt": scenario.prompt,
-        "answer": scenario.answers,
-        "task": "multistep",
-        "info": {"scenario": scenario.name, "revealed_info": dict(scenario.revealed_info)},
-    }
+def scenario_of(example: Example) -> Scenario:
+    """The scenario ``example`` holds.
 
-
-def example_scenario(example: dict[str, Any]) -> Scenario:
-    """The scenario back from its dataset example (``scenario_example``)."""
-    info = example.get("info", {})
-    return Scenario(
-        prompt=example["prompt"],
-        answers=example["answer"],
-        name=info.get("scenario", ""),
-        revealed_info=dict(info.get("revealed_info", {})),
-    )
+    Raises:
+        ValueError: it holds none (a criteria example or a plain prompt)."""
+    if example.scenario is None:
+        raise ValueError(f"example {example.name!r} holds no multi-step scenario")
+    return example.scenario
 
 
 class MultiStepMultiTurnEnv(MultiTurnEnv):
@@ -79,7 +69,7 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         for s in scenarios:
             s.validate(multistep_rubric)
         super().__init__(
-            [scenario_example(s) for s in scenarios],
+            [Example(scenario=s) for s in scenarios],
             rubric if rubric is not None else multistep_rubric,
             tokenizer,
             system_prompt=system_prompt,
@@ -90,30 +80,28 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
         self.multistep_rubric = multistep_rubric
         """Whose requirements are judged turn by turn."""
 
-    async def probe(
-        self, train: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]
-    ) -> list[PolicyScore]:
+    async def probe(self, train: Sequence[Example], held: Sequence[Example]) -> list[PolicyScore]:
         """The rubric probe's rows on the held-out scenarios, as the model plays them (``max_turns``); the
         majority answers are the training scenarios' (what a policy that learned only them would say)."""
         from rubrics.multistep.probe import probe
 
         return await probe(
             self.multistep_rubric,
-            [example_scenario(e) for e in held],
+            [scenario_of(e) for e in held],
             self.max_turns,
-            majority_from=[example_scenario(e) for e in train],
+            majority_from=[scenario_of(e) for e in train],
         )
 
-    def stratum(self, example: Mapping[str, Any]) -> str | None:
+    def stratum(self, example: Example) -> str | None:
         """The ground truth of the rubric's roots, ``root=answer`` joined by ``,`` in the roots' order (the
         branches of ``report.md``'s root accuracy): ``scene_safety=1.0`` for a safe scene."""
         keys = []
         for root in self.multistep_rubric.roots:
-            truth = truth_of(example["answer"], root)
+            truth = truth_of(scenario_of(example).answers, root)
             keys.append(f"{root}={truth['answer'] if truth is not None else None}")
         return ",".join(keys)
 
-    def new_state(self, example: dict[str, Any], messages: list[dict[str, Any]]) -> State:
+    def new_state(self, example: Example, messages: list[dict[str, Any]]) -> State:
         """A fresh rollout state that also counts judging time (``timing["judge_ms"]``)."""
         state = super().new_state(example, messages)
         state["timing"]["judge_ms"] = 0.0

@@ -118,8 +118,9 @@ class RewardWithMetrics:
 
 @dataclass
 class ScoredGroup:
-    """The G scored rollouts of one example, each with its advantage (``state["advantage"]``): what travels
-    from the orchestrator to the training batch (built by ``rubrics.advantages.assign_advantages``)."""
+    """The G scored rollouts of one example, each with its advantage (``state["advantage"]``), as
+    ``rubrics.advantages.assign_advantages`` returns them (the trainer's orchestrator turns each into a
+    ``train.types.RolloutGroup``)."""
 
     states: list[State]
     """[G] the scored rollouts, in the order the environment returned them."""

@@ -12,33 +12,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envs.backends.base import TrainingBackend
 from envs.build import make_backend
 from train.config import RolloutConfig
 
+if TYPE_CHECKING:  # accelerate, torch and transformers load only where the trainer uses them
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase
+
 
 class PolicyWeights:
     """The policy being trained, wrapped by ``accelerate`` (possibly sharded by DeepSpeed ZeRO-3)."""
 
-    def __init__(self, accelerator: Any, model: Any) -> None:
+    def __init__(self, accelerator: Accelerator, model: torch.nn.Module) -> None:
         self.accelerator = accelerator
         """The run's ``Accelerator``."""
         self.model = model
         """The prepared (wrapped) model."""
 
     @property
-    def module(self) -> Any:
+    def module(self) -> torch.nn.Module:
         """The unwrapped policy."""
-        return self.accelerator.unwrap_model(self.model)
+        module: torch.nn.Module = self.accelerator.unwrap_model(self.model)
+        return module
 
     @property
     def is_main(self) -> bool:
         """Whether this is the main process (the one that talks to inference servers)."""
         return bool(self.accelerator.is_main_process)
 
-    def full_state_dict(self) -> Mapping[str, Any]:
+    def full_state_dict(self) -> Mapping[str, torch.Tensor]:
         """Every weight on the main process, whatever the sharding (collective under ZeRO-3); empty on the
         other processes under ZeRO-3."""
         state_dict = self.accelerator.get_state_dict(self.model)
@@ -51,8 +57,8 @@ class PolicyWeights:
 
 def rollout_backend(
     rollout: RolloutConfig,
-    policy: Any,
-    tokenizer: Any,
+    policy: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
     model_dir: Path,
     lora_rank: int | None = None,
     adapter_prefix: str | None = None,

@@ -1,12 +1,11 @@
-"""Scored groups -> the ``TrainBatch`` of one optimiser step (right-padded, micro-batchable)."""
+"""Scored groups of rollouts -> the ``TrainBatch`` of one optimiser step (right-padded, micro-batchable)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from rubrics.types import ScoredGroup, State
-from train.types import TrainBatch
+from train.types import Rollout, RolloutGroup, TrainBatch
 
 
 def collate(
@@ -50,37 +49,40 @@ def collate(
     )
 
 
-def states_to_batch(
-    groups: Sequence[ScoredGroup], pad_token_id: int, mask_truncated: bool = False
+def rollouts_to_batch(
+    groups: Sequence[RolloutGroup], pad_token_id: int, mask_truncated: bool = False
 ) -> TrainBatch | None:
     """The trainable rollouts of the kept groups (errored ones and ones without a sequence are left out) as
-    one batch, each with the advantage scoring wrote (``state["advantage"]``, or per reply
-    ``state["reply_advantages"]``); None if none. A group not kept for training is an error: pass ``StepRollouts.kept_groups``."""
+    one batch, each with the advantage scoring gave it (``Rollout.advantage``, or per reply
+    ``Rollout.reply_advantages``); None if none. A group not kept for training is an error: pass
+    ``StepRollouts.kept_groups``."""
     sequences, advantages_B, truncated_B = [], [], []
     for group in groups:
         if not group.kept:
-            raise ValueError("states_to_batch: a group dropped from training was passed (use kept_groups)")
-        for state in group.states:
-            if state.get("error") or "sequence" not in state:
+            raise ValueError("rollouts_to_batch: a group dropped from training was passed (use kept_groups)")
+        for rollout in group.rollouts:
+            if rollout.error or rollout.sequence is None:
                 continue
-            sequences.append(state["sequence"])
+            sequences.append(rollout.sequence.row())
             advantages_B.append(
-                token_advantages(state) if "reply_advantages" in state else state["advantage"]
+                token_advantages(rollout) if rollout.reply_advantages is not None else rollout.advantage
             )
-            truncated_B.append(bool(state.get("is_truncated", False)))
+            truncated_B.append(rollout.is_truncated)
     if not sequences:
         return None
     return collate(sequences, advantages_B, truncated_B, pad_token_id, mask_truncated)
 
 
-def token_advantages(state: State) -> list[float]:
-    """[T] the advantage of each token of ``state["sequence"]``: each reply's tokens carry that reply's
-    ``state["reply_advantages"]`` entry, every other token 0.0 (it is off the loss mask)."""
-    sequence, advantages = state["sequence"], state["reply_advantages"]
-    spans = sequence["replies"]
+def token_advantages(rollout: Rollout) -> list[float]:
+    """[T] the advantage of each token of ``rollout.sequence``: each reply's tokens carry that reply's
+    ``rollout.reply_advantages`` entry, every other token 0.0 (it is off the loss mask)."""
+    sequence, advantages = rollout.sequence, rollout.reply_advantages
+    if sequence is None or advantages is None:
+        raise ValueError("token_advantages: the rollout has no sequence or no reply advantages")
+    spans = sequence.replies
     if len(spans) != len(advantages):
         raise ValueError(f"{len(advantages)} reply advantages for a sequence of {len(spans)} replies")
-    out = [0.0] * len(sequence["ids"])
+    out = [0.0] * len(sequence.ids)
     for (start, end), advantage in zip(spans, advantages, strict=True):
         out[start:end] = [advantage] * (end - start)
     return out

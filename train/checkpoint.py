@@ -36,9 +36,14 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from train.lora import engine_checkpoint_kwargs
+
+if TYPE_CHECKING:  # accelerate, torch and transformers load only where a function uses them
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase
 
 CHECKPOINTS_DIR = "checkpoints"
 """Sub-folder of the run folder that holds the checkpoints."""
@@ -60,14 +65,14 @@ def checkpoint_name(step: int) -> str:
 
 
 def save_checkpoint(
-    accelerator: Any,
+    accelerator: Accelerator,
     run_dir: str | Path,
     step: int,
     extra: dict[str, Any],
     *,
     keep_last: int = 2,
-    model: Any = None,
-    tokenizer: Any = None,
+    model: torch.nn.Module | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> Path:
     """Save the full training state after optimiser step ``step``; returns the checkpoint folder.
 
@@ -120,7 +125,7 @@ def save_checkpoint(
     return final
 
 
-def load_latest(accelerator: Any, run_dir: str | Path) -> dict[str, Any] | None:
+def load_latest(accelerator: Accelerator, run_dir: str | Path) -> dict[str, Any] | None:
     """Restore the newest complete checkpoint of ``run_dir`` into ``accelerator``; None if there is none.
 
     Loads model, optimiser, scheduler and RNG states through ``accelerator.load_state`` (call it after
@@ -165,7 +170,9 @@ def _is_complete(path: Path) -> bool:
     return (path / TRAINER_STATE_FILE).is_file()
 
 
-def _save_plain_model(accelerator: Any, model: Any, tokenizer: Any, out: Path) -> None:
+def _save_plain_model(
+    accelerator: Accelerator, model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase | None, out: Path
+) -> None:
     """``save_pretrained`` of the unwrapped model (weights gathered on every process first); of a LoRA model,
     the plain architecture with the adapter merged in (``envs.models.adapters``)."""
     from envs.models.adapters import is_adapted, merged_state_dict

@@ -7,11 +7,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TypeAlias
 
 
 def _score(args: argparse.Namespace) -> int:
     from rubrics.batch import InputError, import_rubric, read_states, score_states
-    from rubrics.types import plain_state
+    from rubrics.types import State, plain_state
 
     try:
         rubric = import_rubric(args.rubric)
@@ -21,7 +22,7 @@ def _score(args: argparse.Namespace) -> int:
         return 2
     out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
 
-    def write(group: list) -> None:  # each group is saved as soon as it is scored
+    def write(group: list[State]) -> None:  # each group is saved as soon as it is scored
         if out is not None:
             for state in group:
                 out.write(json.dumps(plain_state(state), default=str) + "\n")
@@ -237,7 +238,7 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-_Subcommands = argparse._SubParsersAction  # what ``add_subparsers`` returns
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,12 +20,16 @@ import resource
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from train.config import TrainConfig, deepspeed_launched
 
+if TYPE_CHECKING:  # accelerate and torch load only where a function uses them
+    import torch
+    from accelerate import Accelerator
 
-def make_accelerator(cfg: TrainConfig) -> Any:
+
+def make_accelerator(cfg: TrainConfig) -> Accelerator:
     """An ``Accelerator`` for this process; under DeepSpeed its config gets the run's batch and clipping."""
     import torch
     from accelerate import Accelerator
@@ -91,7 +95,7 @@ def cpu_has_native_bf16() -> bool:
     return any(flag in flags for flag in (" avx512_bf16", " amx_bf16"))
 
 
-def backward(accelerator: Any, loss: Any, last_micro_batch: bool) -> None:
+def backward(accelerator: Accelerator, loss: torch.Tensor, last_micro_batch: bool) -> None:
     """``accelerator.backward``; under DeepSpeed the optimiser steps inside the last micro-batch's backward
     (DeepSpeed clips and steps in ``engine.step``), so earlier micro-batches only accumulate."""
     from accelerate.utils import DistributedType
@@ -102,7 +106,7 @@ def backward(accelerator: Any, loss: Any, last_micro_batch: bool) -> None:
         accelerator.backward(loss)
 
 
-def is_deepspeed(accelerator: Any) -> bool:
+def is_deepspeed(accelerator: Accelerator) -> bool:
     """Whether ``accelerator`` runs DeepSpeed (the optimiser step then happens inside ``backward``)."""
     from accelerate.utils import DistributedType
 
@@ -177,6 +181,6 @@ def peak_memory_gib() -> dict[str, float]:
     import torch
 
     out = {"memory/peak_rss_gib": peak_rss_gib()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out

@@ -20,20 +20,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from train.config import LoraConfig
+
+if TYPE_CHECKING:  # accelerate and torch load only where a function uses them
+    import torch
+    from accelerate import Accelerator
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 ADAPTER_DIR = "adapter"
 """Sub-folder of a checkpoint holding the adapter (``adapter_config.json``, ``adapter_model.safetensors``)."""
 
 
-def linear_layer_names(model: Any) -> list[str]:
+def linear_layer_names(model: PreTrainedModel) -> list[str]:
     """The distinct last names of ``model``'s ``nn.Linear`` modules, the output head left out (for Qwen2:
     ``down_proj gate_proj k_proj o_proj q_proj up_proj v_proj``)."""
     import torch
 
-    head = model.get_output_embeddings()
+    head = model.get_output_embeddings()  # type: ignore[no-untyped-call]  # unannotated in transformers
     return sorted(
         {
             name.rsplit(".", 1)[-1]
@@ -43,7 +49,7 @@ def linear_layer_names(model: Any) -> list[str]:
     )
 
 
-def adapt(model: Any, lora: LoraConfig) -> Any:
+def adapt(model: PreTrainedModel, lora: LoraConfig) -> PeftModel:
     """``model`` wrapped in a peft model with a fresh LoRA adapter of ``lora``; only the adapter trains.
 
     Raises:
@@ -75,7 +81,7 @@ class AdapterOff:
     Called as a model (``forward_logprobs`` does); the call runs the policy's unwrapped module in eval mode
     (as a separately loaded reference would be) inside peft's ``disable_adapter``, and restores the mode."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: PeftModel) -> None:
         self.module = module
         """The unwrapped peft policy (its forward, not DDP's: the reference needs no gradient sync)."""
 
@@ -89,14 +95,14 @@ class AdapterOff:
             self.module.train(training)
 
 
-def save_adapter_checkpoints(accelerator: Any) -> None:
+def save_adapter_checkpoints(accelerator: Accelerator) -> None:
     """Have ``accelerator.save_state`` write each adapted model's adapter to ``<checkpoint>/adapter/`` instead
     of its full weights, and ``load_state`` load it back (accelerate's save and load hooks). Under DeepSpeed
     the engine saves and loads the training state (``engine_checkpoint_kwargs``); ``adapter/`` is written
     all the same, its weights gathered on every process first under ZeRO-3 (collective)."""
     from envs.models.adapters import is_adapted
 
-    def save(models: list[Any], weights: list[Any], output_dir: str) -> None:
+    def save(models: list[torch.nn.Module], weights: list[dict[str, torch.Tensor]], output_dir: str) -> None:
         engine_saves = len(weights) != len(models)  # DeepSpeed: the engine saves, weights is empty
         for i in reversed(range(len(models))):
             module = accelerator.unwrap_model(models[i])
@@ -107,7 +113,7 @@ def save_adapter_checkpoints(accelerator: Any) -> None:
                 if not engine_saves:
                     weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
 
-    def load(models: list[Any], input_dir: str) -> None:  # DeepSpeed's models are not in ``models``
+    def load(models: list[torch.nn.Module], input_dir: str) -> None:  # DeepSpeed's are not in ``models``
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
@@ -126,7 +132,7 @@ def save_adapter_checkpoints(accelerator: Any) -> None:
     accelerator.register_load_state_pre_hook(load)
 
 
-def engine_checkpoint_kwargs(accelerator: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def engine_checkpoint_kwargs(accelerator: Accelerator) -> tuple[dict[str, Any], dict[str, Any]]:
     """Keyword arguments for ``accelerator.save_state`` and ``load_state``: under DeepSpeed, with an adapted
     model, the engine's files leave the frozen base weights out (``exclude_frozen_parameters``; they are the
     model folder's) and loading accepts their absence (``load_module_strict=False``). Empty otherwise."""
@@ -141,7 +147,7 @@ def engine_checkpoint_kwargs(accelerator: Any) -> tuple[dict[str, Any], dict[str
 
 
 @contextmanager
-def gathered(accelerator: Any, params: list[Any]) -> Iterator[None]:
+def gathered(accelerator: Accelerator, params: list[torch.nn.Parameter]) -> Iterator[None]:
     """Inside, ``params`` are whole on every process: under ZeRO-3 DeepSpeed gathers them from the shards
     (collective: every process must enter) and partitions them again on exit, read-only. Elsewhere a no-op."""
     from train.distributed import is_deepspeed

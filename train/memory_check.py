@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig, apply_override
 from train.memory_plan import FIT_FRACTION, GIB, MemoryPlan, ModelShapes, Setup, estimate, read_shapes
+
+if TYPE_CHECKING:  # accelerate loads only where the trainer makes its Accelerator
+    from accelerate import Accelerator
 
 ZERO2_CONFIG = "configs/accelerate/deepspeed_zero2.yaml"
 ZERO3_CONFIG = "configs/accelerate/deepspeed_zero3.yaml"
@@ -172,7 +175,7 @@ def _host() -> int | None:
     return None
 
 
-def check_at_start(cfg: TrainConfig, accelerator: Any) -> MemoryPlan | None:
+def check_at_start(cfg: TrainConfig, accelerator: Accelerator) -> MemoryPlan | None:
     """The trainer's start, before any model loads: print the plan on the main process, and refuse
     (``MemoryPlanError``) a run estimated not to fit this process's GPU, or a CPU run estimated beyond the
     host's physical memory. An architecture the plan cannot read is said so, and the run goes on."""

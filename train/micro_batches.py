@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.types import TrainBatch
+
+if TYPE_CHECKING:  # train.micro_batches loads without torch
+    import torch
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def packs_sequences(attn_implementation: str | None, micro_batch_tokens: int) ->
     return micro_batch_tokens > 0 and attn_implementation == "flash_attention_2"
 
 
-def loaded_attn_implementation(model: Any) -> str | None:
+def loaded_attn_implementation(model: torch.nn.Module) -> str | None:
     """The attention kernel a (maybe wrapped, maybe peft) transformers model was loaded with."""
     inner = getattr(model, "module", model)  # DDP or a DeepSpeed engine
     config = getattr(inner, "config", None)
@@ -98,7 +101,7 @@ def take_rows(batch: TrainBatch, rows: Sequence[int]) -> TrainBatch:
     )
 
 
-def packed_inputs(batch: TrainBatch) -> tuple[Any, Any, Any, Any]:
+def packed_inputs(batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A right-padded micro-batch laid end to end: ``input_ids`` [1, N] and ``position_ids`` [1, N] (0 at
     each sequence's start), the packed positions that predict the loss tokens [K], and the [B, T] mask of
     those loss tokens (position t is predicted from position t - 1 of the same sequence)."""

@@ -5,7 +5,8 @@ checkpoints), asks the environment for G rollouts of each example through the ba
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
 are async). When every group of the step is scored, their advantages are computed once, under the run's
 scale and credit, and written into the states (``rubrics.advantages.assign_advantages``, or
-``assign_reply_advantages`` for credit per reply): the batch trains on those.
+``assign_reply_advantages`` for credit per reply). Each finished state then becomes a ``Rollout``
+(``train.types``), once: what the batch, the metrics and the samples read.
 Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """
@@ -20,18 +21,23 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
+from envs.examples import Example
 from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
-from rubrics.types import ScoredGroup, State
+from rubrics.types import State
 from train.config import AdvantageConfig, TrainConfig
 from train.sampling import make_sampler, stratum_shares
+from train.types import Rollout, RolloutGroup
 
 
 @dataclass
 class StepRollouts:
     """Everything generated and scored for one optimiser step."""
 
-    groups: list[ScoredGroup]
+    groups: list[RolloutGroup]
     """Every group of the step, kept or dropped, in the order of its examples."""
+    states: list[State]
+    """Every rollout of the step as the environment left it, for its own ``step_metrics`` (what differs by
+    environment stays the environment's); the trainer reads ``groups``."""
     generate_s: float
     """Wall time of generation and scoring together (they overlap)."""
     policy_version: int
@@ -44,12 +50,7 @@ class StepRollouts:
     def weight_versions(self) -> list[int]:
         """The weight version of every model turn of the step, as the backend stamped it at generation
         (empty for a backend that stamps none)."""
-        return [
-            t["weight_version"]
-            for s in self.all_states
-            for t in s.get("trajectory", [])
-            if "weight_version" in t
-        ]
+        return [v for r in self.all_rollouts for v in r.weight_versions]
 
     def off_policy_steps(self, step: int) -> tuple[float, float]:
         """How many optimiser steps behind ``step``'s update the rollouts' weights were: the worst and the
@@ -59,19 +60,19 @@ class StepRollouts:
         return float(step - min(versions)), step - sum(versions) / len(versions)
 
     @property
-    def kept_groups(self) -> list[ScoredGroup]:
-        """The groups trained on (``states_to_batch`` takes these)."""
+    def kept_groups(self) -> list[RolloutGroup]:
+        """The groups trained on (``rollouts_to_batch`` takes these)."""
         return [g for g in self.groups if g.kept]
 
     @property
-    def all_states(self) -> list[State]:
+    def all_rollouts(self) -> list[Rollout]:
         """Every rollout of the step, kept or dropped (for metrics)."""
-        return [s for g in self.groups for s in g.states]
+        return [r for g in self.groups for r in g.rollouts]
 
     @property
     def kept_advantages(self) -> list[float]:
         """The advantages of every rollout of the kept groups (for metrics)."""
-        return [s["advantage"] for g in self.groups if g.kept for s in g.states]
+        return [r.advantage for g in self.groups if g.kept for r in g.rollouts]
 
     @property
     def zero_variance_groups(self) -> int:
@@ -91,7 +92,7 @@ class Orchestrator:
         self,
         env: Environment,
         backend: InferenceBackend,
-        examples: Sequence[dict[str, Any]],
+        examples: Sequence[Example],
         prompts_per_step: int,
         group_size: int,
         advantage: AdvantageConfig,
@@ -124,7 +125,7 @@ class Orchestrator:
         cfg: TrainConfig,
         env: Environment,
         backend: InferenceBackend,
-        examples: Sequence[dict[str, Any]],
+        examples: Sequence[Example],
         seed: int,
         cursor: Mapping[str, Any] | None = None,
     ) -> Orchestrator:
@@ -169,7 +170,11 @@ class Orchestrator:
         else:
             scored = assign_advantages(groups, scale, drop)
         return StepRollouts(
-            groups=scored,
+            groups=[
+                RolloutGroup([Rollout.from_state(s) for s in g.states], g.zero_variance, g.kept)
+                for g in scored
+            ],
+            states=[s for g in scored for s in g.states],
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},

@@ -1,5 +1,5 @@
 """Metrics of one step's rollouts: rewards, per reward function and requirement, advantages, lengths,
-turns, depth, stop reasons, diversity, credit per requirement node. Plain Python over the states."""
+turns, depth, stop reasons, diversity, credit per requirement node. Plain Python over the rollouts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from rubrics.types import State
+from train.types import Rollout
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
@@ -22,30 +22,30 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def first_reply(state: State) -> str:
+def first_reply(rollout: Rollout) -> str:
     """The policy's first reply (what diversity is measured on)."""
-    completion = state.get("completion")
+    completion = rollout.completion
     if isinstance(completion, list):
         return next((m.get("content", "") for m in completion if m.get("role") == "assistant"), "")
     return str(completion or "")
 
 
-def error_causes(states: Sequence[State]) -> Counter[str]:
-    """How many rollouts failed, by cause (``state["error_cause"]``; ``unknown`` when only ``error`` is set)."""
-    return Counter(str(s.get("error_cause") or "unknown") for s in states if s.get("error"))
+def error_causes(rollouts: Sequence[Rollout]) -> Counter[str]:
+    """How many rollouts failed, by cause (``error_cause``; ``unknown`` when only ``error`` is set)."""
+    return Counter(r.error_cause or "unknown" for r in rollouts if r.error)
 
 
-def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dict[str, float]:
+def rollout_metrics(rollouts: Sequence[Rollout], advantages: Sequence[float]) -> dict[str, float]:
     """Step metrics of every rollout (errored ones counted, left out of reward statistics)."""
-    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
+    healthy = [r for r in rollouts if not r.error and math.isfinite(r.reward)]
     out: dict[str, float] = {
-        "rollouts": float(len(states)),
-        "errored_fraction": 1 - len(healthy) / max(1, len(states)),
+        "rollouts": float(len(rollouts)),
+        "errored_fraction": 1 - len(healthy) / max(1, len(rollouts)),
     }
-    out["reward/mean"], out["reward/std"] = _mean_std([float(s["reward"]) for s in healthy])
+    out["reward/mean"], out["reward/std"] = _mean_std([r.reward for r in healthy])
     per_metric: dict[str, list[float]] = {}
-    for s in healthy:
-        for key, value in (s.get("metrics") or {}).items():
+    for r in healthy:
+        for key, value in r.metrics.items():
             if math.isfinite(value) and not key.startswith("stop/"):
                 per_metric.setdefault(key, []).append(value)
     for key, values in per_metric.items():
@@ -54,10 +54,10 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
     if advantages:
         out["advantage/mean"], out["advantage/std"] = _mean_std(list(advantages))
         out["advantage/abs_mean"] = sum(abs(a) for a in advantages) / len(advantages)
-    lengths = [sum(len(t["completion_ids"]) for t in s.get("trajectory", [])) for s in states]
+    lengths = [r.completion_tokens for r in rollouts]
     out["length/completion_tokens_mean"] = sum(lengths) / max(1, len(lengths))
-    out["length/truncated_fraction"] = sum(bool(s.get("is_truncated")) for s in states) / max(1, len(states))
-    out["turns/mean"] = sum(int(s.get("turn", 0)) for s in states) / max(1, len(states))
+    out["length/truncated_fraction"] = sum(r.is_truncated for r in rollouts) / max(1, len(rollouts))
+    out["turns/mean"] = sum(r.turn for r in rollouts) / max(1, len(rollouts))
     # per-rollout time in the backend and in the rubric (rollouts overlap: these are not shares of the step)
     pairs = (
         ("generation_ms", "rollout_generate_s"),
@@ -65,28 +65,29 @@ def rollout_metrics(states: Sequence[State], advantages: Sequence[float]) -> dic
         ("judge_ms", "rollout_judge_s"),
     )
     for key, name in pairs:
-        spent = [float((s.get("timing") or {}).get(key, 0.0)) / 1000.0 for s in states]
+        spent = [float(r.timing.get(key, 0.0)) / 1000.0 for r in rollouts]
         out[f"time/{name}"] = sum(spent) / max(1, len(spent))
-    for cause, count in error_causes(states).items():
-        out[f"errored/{cause}"] = count / len(states)
-    stops = Counter(str(s.get("stop_reason") or "none") for s in states)
+    for cause, count in error_causes(rollouts).items():
+        out[f"errored/{cause}"] = count / len(rollouts)
+    stops = Counter(r.stop_reason or "none" for r in rollouts)
     for reason, count in stops.items():
-        out[f"stop/{reason}"] = count / len(states)
-    out.update({f"diversity/{k}": v for k, v in diversity_metrics([first_reply(s) for s in states]).items()})
-    out.update(reply_credit_metrics(states))
+        out[f"stop/{reason}"] = count / len(rollouts)
+    out.update(
+        {f"diversity/{k}": v for k, v in diversity_metrics([first_reply(r) for r in rollouts]).items()}
+    )
+    out.update(reply_credit_metrics(rollouts))
     return out
 
 
-def reply_credit_metrics(states: Sequence[State]) -> dict[str, float]:
-    """Per requirement node, over the replies credited one by one (``state["reply_credit"]``, credit per
+def reply_credit_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
+    """Per requirement node, over the replies credited one by one (``Rollout.reply_credit``, credit per
     reply): ``credit/<node>/replies`` (how many answered it), ``reward_to_go`` and ``advantage_abs`` (means),
     and ``zero_frac`` (the share whose advantage is 0.0: alone at the node, or no spread there). Empty under
     episode credit."""
     by_node: dict[str, list[tuple[float, float]]] = {}
-    for s in states:
-        credits, advantages = s.get("reply_credit", []), s.get("reply_advantages", [])
-        for credit, advantage in zip(credits, advantages, strict=True):
-            by_node.setdefault(credit["node"], []).append((float(credit["reward_to_go"]), float(advantage)))
+    for r in rollouts:
+        for credit, advantage in zip(r.reply_credit, r.reply_advantages or [], strict=True):
+            by_node.setdefault(credit.node, []).append((credit.reward_to_go, advantage))
     out: dict[str, float] = {}
     for node, pairs in sorted(by_node.items()):
         n = len(pairs)
@@ -97,17 +98,18 @@ def reply_credit_metrics(states: Sequence[State]) -> dict[str, float]:
     return out
 
 
-def sample_rows(states: Sequence[State], limit: int = 4) -> list[dict[str, Any]]:
-    """A few rollouts for the samples table."""
+def sample_rows(rollouts: Sequence[Rollout], limit: int = 4) -> list[dict[str, Any]]:
+    """A few rollouts as rows of the samples table (``samples.jsonl``): the one place a step's rollouts
+    become plain data."""
     rows = []
-    for s in list(states)[:limit]:
+    for r in list(rollouts)[:limit]:
         rows.append(
             {
-                "scenario": (s.get("info") or {}).get("scenario", ""),
-                "reward": float(s.get("reward", math.nan)),
-                "stop": s.get("stop_reason", ""),
+                "scenario": r.scenario,
+                "reward": r.reward,
+                "stop": r.stop_reason,
                 "conversation": "\n".join(
-                    f"[{m['role']}] {m['content']}" for m in s.get("completion") or [] if isinstance(m, dict)
+                    f"[{m['role']}] {m['content']}" for m in r.completion or [] if isinstance(m, dict)
                 ),
             }
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from train.config import TrainConfig
 from train.distributed import backward, is_deepspeed
@@ -32,10 +32,20 @@ from train.micro_batches import (
 )
 from train.types import TrainBatch
 
+if TYPE_CHECKING:  # imported inside the functions (importing this module stays light)
+    import torch
+    from accelerate import Accelerator
+
+    from train.lora import AdapterOff
+
+    Model = torch.nn.Module | AdapterOff
+    """What the forward passes run: the prepared policy, the reference model, or the policy with its
+    adapter off (the reference of a LoRA run)."""
+
 
 def forward_logprobs(
-    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
-) -> tuple[Any, Any]:
+    model: Model, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
 
     The output head runs only from the first position that predicts a loss token (``logits_to_keep``):
@@ -87,8 +97,8 @@ def forward_logprobs(
 
 
 def packed_forward_logprobs(
-    model: Any, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
-) -> tuple[Any, Any]:
+    model: Model, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``forward_logprobs`` of a micro-batch packed into one padding-free row (``train.micro_batches``):
     the same [B, T] logprobs and entropies, filled on the loss tokens only (0 elsewhere). The output head
     runs only at the positions that predict a loss token. A micro-batch without loss tokens runs padded, so
@@ -139,7 +149,7 @@ def packed_forward_logprobs(
     return logprobs_BT, entropy_BT
 
 
-def _output_head(model: Any) -> Any | None:
+def _output_head(model: Model) -> torch.nn.Module | None:
     """The output layer of a transformers causal LM whose logits are exactly ``head(last hidden state)``;
     None when that does not hold or cannot be used: ZeRO-3 partitions the head's weight outside its own
     forward, some models soft-cap or scale their logits, and a model may keep the pre-norm state last."""
@@ -154,19 +164,19 @@ def _output_head(model: Any) -> Any | None:
 
 
 def _chunked_head(
-    head: Any,
-    hidden_BKH: Any,
-    targets_BK: Any,
+    head: torch.nn.Module,
+    hidden_BKH: torch.Tensor,
+    targets_BK: torch.Tensor,
     temperature: float,
     entropy: bool,
     positions_per_chunk: int,
-) -> tuple[Any, Any]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[B, K] logprobs of ``targets`` (and entropies) from the last hidden states, the head run
     ``positions_per_chunk`` positions at a time; 0 is prepended for the first kept position."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    def chunk(hidden_bcH: Any, targets_bc: Any) -> tuple[Any, Any]:
+    def chunk(hidden_bcH: torch.Tensor, targets_bc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         logits_bcV = head(hidden_bcH)
         logprobs_bc = next_token_logprobs(logits_bcV, targets_bc, temperature)
         if not entropy:
@@ -175,7 +185,8 @@ def _chunked_head(
             return logprobs_bc, next_token_entropy(logits_bcV.detach(), temperature)
 
     grad = torch.is_grad_enabled() and hidden_BKH.requires_grad
-    logprobs, entropies = [], []
+    logprobs: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []  # empty without ``entropy``
     for start in range(0, max(hidden_BKH.shape[1], 1), positions_per_chunk):  # once when there is nothing
         args = (
             hidden_BKH[:, start : start + positions_per_chunk],
@@ -183,7 +194,8 @@ def _chunked_head(
         )
         logprobs_bc, entropy_bc = checkpoint(chunk, *args, use_reentrant=False) if grad else chunk(*args)
         logprobs.append(logprobs_bc)
-        entropies.append(entropy_bc)
+        if entropy_bc is not None:
+            entropies.append(entropy_bc)
     pad = torch.nn.functional.pad  # the first kept position has no prediction: 0, as in token_logprobs
     logprobs_BK = pad(torch.cat(logprobs, dim=1), (1, 0))
     return logprobs_BK, pad(torch.cat(entropies, dim=1), (1, 0)) if entropy else None
@@ -201,7 +213,7 @@ class StepCounts:
     """Micro-batches of the busiest process: every process runs this many."""
 
 
-def step_counts(batch: TrainBatch | None, local_micro_batches: int, accelerator: Any) -> StepCounts:
+def step_counts(batch: TrainBatch | None, local_micro_batches: int, accelerator: Accelerator) -> StepCounts:
     """Reduce the local counts of ``batch`` (None: nothing to train here) and its number of micro-batches
     over all processes."""
     import torch
@@ -217,7 +229,7 @@ def step_counts(batch: TrainBatch | None, local_micro_batches: int, accelerator:
     return StepCounts(total_tokens, total_sequences, n_micro)
 
 
-def micro_batch(batch: TrainBatch | None, plan: MicroBatchPlan, i: int, device: Any) -> TrainBatch:
+def micro_batch(batch: TrainBatch | None, plan: MicroBatchPlan, i: int, device: torch.device) -> TrainBatch:
     """Micro-batch ``i`` of ``batch`` (its rows already in ``plan.order``) on ``device``; an empty one past
     the end of this process's plan."""
     if batch is None or i >= len(plan.bounds):
@@ -227,7 +239,7 @@ def micro_batch(batch: TrainBatch | None, plan: MicroBatchPlan, i: int, device: 
 
 
 def step_plan(
-    batch: TrainBatch | None, model: Any, cfg: TrainConfig
+    batch: TrainBatch | None, model: torch.nn.Module, cfg: TrainConfig
 ) -> tuple[TrainBatch | None, MicroBatchPlan]:
     """This process's micro-batches (``train.micro_batches``) and its batch with the rows in their order."""
     if batch is None:
@@ -240,14 +252,14 @@ def step_plan(
 
 
 def micro_batch_loss(
-    model: Any,
-    ref_model: Any | None,
+    model: Model,
+    ref_model: Model | None,
     mb: TrainBatch,
     cfg: TrainConfig,
-    accelerator: Any,
+    accelerator: Accelerator,
     counts: StepCounts,
     packed: bool = False,
-) -> tuple[Any, Any, dict[str, float]]:
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """The micro-batch's share of the step's loss (scalar), its [B, T] entropies and its loss and
     importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``)."""
     import torch
@@ -256,6 +268,7 @@ def micro_batch_loss(
     logprobs_BT, entropy_BT = forward(
         model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens
     )
+    assert entropy_BT is not None  # the forward computes entropies unless told not to
     old_logprobs_BT = logprobs_BT.detach()
     is_weights_BT, is_stats = None, dict[str, float]()
     if cfg.loss.importance_sampling:
@@ -290,8 +303,8 @@ def _accumulate(
     sums: dict[str, float],
     weights: dict[str, float],
     mb: TrainBatch,
-    loss: Any,
-    entropy_BT: Any,
+    loss: torch.Tensor,
+    entropy_BT: torch.Tensor,
     stats: dict[str, float],
 ) -> None:
     """Add one micro-batch's statistics: token-weighted, the loss summed (it is already the step's share)."""
@@ -307,14 +320,14 @@ def _accumulate(
 
 
 def train_step(
-    model: Any,
-    ref_model: Any | None,
+    model: torch.nn.Module,
+    ref_model: Model | None,
     batch: TrainBatch | None,
     cfg: TrainConfig,
-    accelerator: Any,
-    optimizer: Any,
-    scheduler: Any,
-    weights_lock: Any = None,
+    accelerator: Accelerator,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    weights_lock: contextlib.AbstractContextManager[Any] | None = None,
 ) -> dict[str, float]:
     """Forward, backward and one optimiser step; returns the step's loss statistics.
 
@@ -362,7 +375,7 @@ def train_step(
     return out
 
 
-def _empty(device: Any) -> TrainBatch:
+def _empty(device: torch.device) -> TrainBatch:
     """A one-token micro-batch with an empty loss mask: a forward/backward that contributes nothing."""
     import torch
 

@@ -3,18 +3,22 @@ this process's training examples, the held-out ones and the further held-out set
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envs.backends.base import SamplingParams
 from envs.build import extra_held_out, make_env
 from envs.environment import Environment
-from envs.multistep_env import MultiStepMultiTurnEnv, example_scenario, scenario_example
+from envs.examples import Example
+from envs.multistep_env import MultiStepMultiTurnEnv, scenario_of
 from train.config import TrainConfig
+
+if TYPE_CHECKING:  # transformers loads only where the trainer uses it
+    from transformers import PreTrainedTokenizerBase
 
 
 def build_task(
-    cfg: TrainConfig, tokenizer: Any, rank: int = 0, world: int = 1
-) -> tuple[Environment, list[dict[str, Any]], list[dict[str, Any]]]:
+    cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase | None, rank: int = 0, world: int = 1
+) -> tuple[Environment, list[Example], list[Example]]:
     """The environment, this process's share of the training examples, and the held-out examples."""
     sampling = SamplingParams(
         temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, max_tokens=cfg.rollout.max_tokens
@@ -26,13 +30,11 @@ def build_task(
     return env, shard, held_examples
 
 
-def extra_eval_examples(
-    cfg: TrainConfig, env: Environment, train: list[dict[str, Any]]
-) -> dict[str, list[dict[str, Any]]]:
+def extra_eval_examples(cfg: TrainConfig, env: Environment, train: list[Example]) -> dict[str, list[Example]]:
     """The examples of every further held-out set (``env.extra_eval_scenarios``) by name."""
     if not cfg.env.extra_eval_scenarios:
         return {}
     assert isinstance(env, MultiStepMultiTurnEnv)  # checked by the config
-    training = [example_scenario(e) for e in train]
+    training = [scenario_of(e) for e in train]
     sets = extra_held_out(cfg.env, env.multistep_rubric, training)
-    return {name: [scenario_example(s) for s in held] for name, held in sets.items()}
+    return {name: [Example(scenario=s) for s in held] for name, held in sets.items()}

@@ -28,15 +28,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from envs.backends.base import TrainingBackend
 from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models import resolve_model
 from envs.models.loading import check_versions, load_causal_lm
-from rubrics.types import State
 from train.backend import PolicyWeights, adapter_prefix, rollout_backend
-from train.batching import states_to_batch
+from train.batching import rollouts_to_batch
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import LoggingConfig, ModelConfig, RolloutConfig, TrainConfig, deepspeed_launched
 from train.distributed import make_accelerator, peak_memory_gib, tune_host_allocator
@@ -49,7 +49,15 @@ from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
 from train.summary import write_summary
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
+from train.types import Rollout
 from train.warm_start import run_warm_start
+
+if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedTokenizerBase
+
+    from train.lora import AdapterOff
 
 # torch, transformers and accelerate (and train.step, which imports torch) are imported inside the
 # functions that use them: after check_versions(), so that a too-old transformers stops with its message,
@@ -81,7 +89,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
-    held_names = [str(e.get("info", {}).get("scenario", "")) for e in eval_examples]
+    held_names = [e.name for e in eval_examples]
     if not accelerator.is_main_process:
         eval_examples = []  # evaluation (and its files) belong to the main process
 
@@ -134,14 +142,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     progress = progress_printer(cfg.logging, cfg.max_steps, accelerator.is_main_process, start_step)
     for step in range(start_step, cfg.max_steps):
         (rollouts, cursor, shares), t_wait = timed(prefetch.take, step)
-        check_failures(rollouts.all_states, step, cfg.rollout.max_errored_fraction)
+        check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
         batch_stats, t_train = timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = {
             **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
-            **env.step_metrics(rollouts.all_states),
+            **env.step_metrics(rollouts.states),
             **shares,
         }
         _log_and_save(
@@ -168,22 +176,27 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 class Policy:
     """The model being trained and what updates it."""
 
-    model: Any
+    model: torch.nn.Module
     """The prepared (accelerate-wrapped) policy."""
-    ref_model: Any | None
+    ref_model: torch.nn.Module | AdapterOff | None
     """The frozen reference model of the KL term (``loss.beta > 0``), else None; under LoRA the policy with
     its adapter off (``train.lora.AdapterOff``), not a second model."""
-    optimizer: Any
+    optimizer: torch.optim.Optimizer
     """AdamW over the policy's trainable parameters: all of them, or the LoRA adapter's (prepared)."""
-    scheduler: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
     """The learning-rate schedule (prepared; stepped once per optimiser step)."""
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     """The policy's tokenizer."""
     model_dir: Path
     """The local folder the policy was loaded from."""
 
     def learn(
-        self, rollouts: StepRollouts, cfg: TrainConfig, accelerator: Any, backend: Any, step: int
+        self,
+        rollouts: StepRollouts,
+        cfg: TrainConfig,
+        accelerator: Accelerator,
+        backend: TrainingBackend,
+        step: int,
     ) -> dict[str, float]:
         """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
         backend's thread when it has one, so it tells the backend the weights changed before any queued
@@ -191,7 +204,7 @@ class Policy:
         from train.step import train_step  # imports torch
 
         pad = self.tokenizer.pad_token_id or 0
-        batch = states_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
+        batch = rollouts_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
         # generation may run ahead: the weights never change under it (train_step holds the lock to step)
         args = (
             self.model,
@@ -208,7 +221,7 @@ class Policy:
         return stats
 
 
-def load_policy(cfg: TrainConfig, accelerator: Any) -> Policy:
+def load_policy(cfg: TrainConfig, accelerator: Accelerator) -> Policy:
     """The policy, its reference model, optimiser and schedule, prepared by ``accelerator``."""
     import torch
     from transformers import AutoTokenizer, get_scheduler
@@ -245,7 +258,9 @@ MANTISSA_BITS = {"bfloat16": 7, "float16": 10}
 in the last place, ``|w| * 2**-(bits + 1)``."""
 
 
-def check_updates_land(model: Any, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5) -> None:
+def check_updates_land(
+    model: torch.nn.Module, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5
+) -> None:
     """Refuse a run whose AdamW updates would round away: pure half-precision weights (no fp32 master copy)
     at a learning rate below half a unit in the last place of most weights. AdamW moves a weight by about
     the learning rate per step, so with bf16 weights of magnitude 0.02 anything below ~8e-5 is lost.
@@ -273,7 +288,11 @@ def check_updates_land(model: Any, model_cfg: ModelConfig, lr: float, max_lost: 
 
 
 async def _sync(
-    rollout: RolloutConfig, backend: Any, weights: Any, tokenizer: Any, step: int
+    rollout: RolloutConfig,
+    backend: TrainingBackend,
+    weights: PolicyWeights,
+    tokenizer: PreTrainedTokenizerBase,
+    step: int,
 ) -> dict[str, float]:
     """Give the backend the policy's weights of ``step``, then check them when ``rollout.check_sync``; returns
     what the backend says the sync sent (``sync/bytes``, ...; nothing from a backend that sends nothing)."""
@@ -287,16 +306,17 @@ class TooManyFailedRollouts(RuntimeError):
     """More of a step's rollouts failed than ``rollout.max_errored_fraction`` allows."""
 
 
-def check_failures(states: Sequence[State], step: int, max_fraction: float) -> None:
-    """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``states`` failed."""
-    causes = error_causes(states)
+def check_failures(rollouts: Sequence[Rollout], step: int, max_fraction: float) -> None:
+    """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``rollouts``
+    failed."""
+    causes = error_causes(rollouts)
     failed = sum(causes.values())
-    if failed <= max_fraction * len(states):
+    if failed <= max_fraction * len(rollouts):
         return
     counts = ", ".join(f"{cause}: {n}" for cause, n in causes.most_common())
-    first = next(str(s.get("error")) for s in states if s.get("error"))
+    first = next(r.error for r in rollouts if r.error)
     raise TooManyFailedRollouts(
-        f"step {step + 1}: {failed} of {len(states)} rollouts failed ({counts}), more than "
+        f"step {step + 1}: {failed} of {len(rollouts)} rollouts failed ({counts}), more than "
         f"rollout.max_errored_fraction = {max_fraction}; the first: {first}"
     )
 
@@ -310,7 +330,7 @@ def step_metrics(
 ) -> dict[str, float]:
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
     memory so far."""
-    metrics = rollout_metrics(rollouts.all_states, rollouts.kept_advantages)
+    metrics = rollout_metrics(rollouts.all_rollouts, rollouts.kept_advantages)
     metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / rollout.prompts_per_step
     metrics["groups/dropped"] = float(rollouts.dropped_groups)
     metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)
@@ -333,7 +353,7 @@ def step_metrics(
 def _log_and_save(
     logging: LoggingConfig,
     max_steps: int,
-    accelerator: Any,
+    accelerator: Accelerator,
     logger: RunLogger,
     policy: Policy,
     rollouts: StepRollouts,
@@ -345,7 +365,7 @@ def _log_and_save(
     done = step + 1
     logger.log(done, metrics)
     if done % logging.sample_every == 0:
-        logger.log_samples(done, sample_rows(rollouts.all_states))
+        logger.log_samples(done, sample_rows(rollouts.all_rollouts))
     last = done == max_steps
     if done % logging.checkpoint_every == 0 or last:
         extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
@@ -355,7 +375,7 @@ def _log_and_save(
         )
 
 
-def _at_temperature(env: Any, temperature: float | None) -> Any:
+def _at_temperature(env: Environment, temperature: float | None) -> Environment:
     """``env`` itself, or a shallow copy that samples at ``temperature`` (the training rollouts, which may be
     in flight during an evaluation, keep theirs)."""
     if temperature is None:

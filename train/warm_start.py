@@ -27,11 +27,39 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
 from train.config import TrainConfig, WarmStartConfig
+
+if TYPE_CHECKING:  # accelerate, torch and transformers load only where a function uses them
+    import torch
+    from accelerate import Accelerator
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from envs.environment import Environment
+    from train.lora import AdapterOff
+
+
+class WarmStartPolicy(Protocol):
+    """What the warm start reads of the trainer's ``train.trainer.Policy``."""
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The prepared policy."""
+        ...
+
+    @property
+    def ref_model(self) -> torch.nn.Module | AdapterOff | None:
+        """The KL term's reference model, or None."""
+        ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The policy's tokenizer."""
+        ...
+
 
 FOLDER = "warm_start"
 """The run folder's subfolder holding the warm-started model."""
@@ -105,7 +133,7 @@ def check_not_held_out(demos: Sequence[Demonstration], held_out: Sequence[str], 
 
 
 def encode(
-    tokenizer: Any, system_prompt: str | None, messages: Sequence[dict[str, str]]
+    tokenizer: PreTrainedTokenizerBase, system_prompt: str | None, messages: Sequence[dict[str, str]]
 ) -> dict[str, list[Any]]:
     """A demonstration as token ids under the chat template (``ids``) with ``loss_mask`` 1 on the tokens of
     each assistant turn (its end-of-turn token included, as the model must learn to stop) and 0 elsewhere."""
@@ -136,11 +164,11 @@ def is_complete(folder: Path) -> bool:
 
 
 def imitate(
-    model: Any,
-    tokenizer: Any,
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
     sequences: Sequence[dict[str, list[Any]]],
     cfg: WarmStartConfig,
-    accelerator: Any,
+    accelerator: Accelerator,
     seed: int,
     log: Callable[[int, dict[str, float]], None],
     logits_chunk_tokens: int = 0,
@@ -198,10 +226,10 @@ def imitate(
 
 
 def _accumulate(
-    model: Any,
+    model: torch.nn.Module,
     rows: list[dict[str, list[Any]]],
     micro_batch_size: int,
-    accelerator: Any,
+    accelerator: Accelerator,
     pad: int,
     chunk: int,
 ) -> float:
@@ -223,7 +251,9 @@ def _accumulate(
     return loss_sum
 
 
-def save(folder: Path, model: Any, tokenizer: Any, stats: dict[str, Any]) -> None:
+def save(
+    folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, stats: dict[str, Any]
+) -> None:
     """The warm-started model and tokenizer, then ``DONE_FILE`` with ``stats`` (last: it marks completion)."""
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
@@ -231,7 +261,7 @@ def save(folder: Path, model: Any, tokenizer: Any, stats: dict[str, Any]) -> Non
     (folder / DONE_FILE).write_text(json.dumps(stats, indent=2), encoding="utf-8")
 
 
-def load_into(module: Any, folder: Path) -> None:
+def load_into(module: torch.nn.Module, folder: Path) -> None:
     """Copy the warm-started weights of ``folder`` into ``module`` (the policy or the reference model)."""
     import torch
 
@@ -243,7 +273,12 @@ def load_into(module: Any, folder: Path) -> None:
 
 
 def run_warm_start(
-    cfg: TrainConfig, accelerator: Any, policy: Any, env: Any, held_out: list[str], start_step: int
+    cfg: TrainConfig,
+    accelerator: Accelerator,
+    policy: WarmStartPolicy,
+    env: Environment,
+    held_out: list[str],
+    start_step: int,
 ) -> None:
     """The trainer's warm start of ``policy`` (``train.trainer.Policy``): imitate the demonstrations, save the
     result, and make it the KL reference. A finished one in the run folder is loaded instead of run again;
@@ -286,5 +321,9 @@ def run_warm_start(
             save(folder, unwrapped, policy.tokenizer, stats)
             print(f"warm start: {json.dumps(stats)}", flush=True)
         accelerator.wait_for_everyone()
-    if policy.ref_model is not None:
-        policy.ref_model.load_state_dict(unwrapped.state_dict())
+    reference = policy.ref_model
+    if reference is not None:
+        from train.lora import AdapterOff
+
+        assert not isinstance(reference, AdapterOff)  # the config refuses a warm start under LoRA
+        reference.load_state_dict(unwrapped.state_dict())

@@ -14,6 +14,7 @@ from typing import Any
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
 from envs.evaluation.summary import EvalSummary, plot_summary, summarize
+from envs.examples import Example
 from rubrics.advantages import assign_advantages
 from rubrics.types import State, plain_state
 
@@ -21,7 +22,7 @@ from rubrics.types import State, plain_state
 async def run_eval(
     env: Environment,
     backend: InferenceBackend,
-    examples: Sequence[dict[str, Any]],
+    examples: Sequence[Example],
     n: int,
     out_path: str | Path | None = None,
     concurrency: int = 4,
@@ -41,7 +42,7 @@ async def run_eval(
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("rollouts", total=len(examples) * n)
 
-        async def one(example: dict[str, Any]) -> None:
+        async def one(example: Example) -> None:
             async with semaphore:
                 group = await env.run_group(example, backend, n)
             assign_advantages([group])
@@ -63,7 +64,7 @@ async def run_eval(
 async def evaluate_to_dir(
     env: Environment,
     backend: InferenceBackend,
-    examples: Sequence[dict[str, Any]],
+    examples: Sequence[Example],
     n: int,
     out_dir: Path,
     seed: int,

@@ -16,7 +16,8 @@ from transformers import AutoTokenizer
 from envs.backends.base import SamplingParams
 from envs.build import make_env
 from envs.config import EnvConfig
-from envs.criteria_env import CriteriaEnv, criteria_example
+from envs.criteria_env import CriteriaEnv
+from envs.examples import Example
 from rubrics.autograders import PerCriterionGrader
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
@@ -52,7 +53,7 @@ async def play(tokenizer: Any, replies: list[str], grader: RuleFirstGrader | Non
     backend = CyclingBackend(tokenizer, replies)
     states = []
     for _ in replies:  # CyclingBackend gives one reply per request; a group is one request
-        states += await env.run_group(criteria_example(BURN), backend, 1)
+        states += await env.run_group(Example(criteria=BURN), backend, 1)
     return states
 
 
@@ -78,7 +79,7 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
 
 async def test_probe_scores_the_trivial_policies_as_the_model_is_scored(tokenizer: Any) -> None:
     env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
-    rows = {r.policy: r for r in await env.probe([], [criteria_example(BURN)])}
+    rows = {r.policy: r for r in await env.probe([], [Example(criteria=BURN)])}
     assert rows["empty reply"].reward_mean == 0.0
     # every positive rule phrase: "cool water, running water, doctor, clinic" -> 6 of 6
     assert rows["every rule phrase"].reward_mean == 1.0
@@ -105,7 +106,7 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         grader = RuleFirstGrader(PerCriterionGrader.from_client(client))
         env = CriteriaEnv([llm_only], grader, tokenizer, judge_client=client)
         backend = CyclingBackend(tokenizer, ["Use a clinic."])
-        (state,) = await env.run_group(criteria_example(llm_only), backend, 1)
+        (state,) = await env.run_group(Example(criteria=llm_only), backend, 1)
         # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
         assert state["reward"] == 1.0 and len(server.requests) == 1
         assert [v["judged_by"] for v in state["criteria"]["verdicts"]] == ["llm", "rule", "rule"]
@@ -114,7 +115,7 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         assert spent["criteria/rule_judged_fraction"] == 2 / 3
         server.faults.extend(["500", "500"])  # both attempts fail
         (failed,) = await env.run_group(
-            criteria_example(llm_only), CyclingBackend(tokenizer, ["Another."]), 1
+            Example(criteria=llm_only), CyclingBackend(tokenizer, ["Another."]), 1
         )
         assert failed.get("error") and math.isnan(failed["reward"])
         spent = env.step_metrics([failed])  # only what this step spent: 2 attempts of 1 call, failed

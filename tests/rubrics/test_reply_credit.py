@@ -17,6 +17,7 @@ from rubrics.advantages import (
 )
 from rubrics.types import State
 from train.rollout_metrics import reply_credit_metrics
+from train.types import Rollout
 
 
 def rollout(reward: float, *credits: tuple[str, float], error: str | None = None) -> State:
@@ -151,9 +152,10 @@ def test_nodes_are_pooled_within_a_group_only() -> None:
 def test_per_node_metrics() -> None:
     states = group()
     assign_reply_advantages([states], credit, scale="none")
-    metrics = reply_credit_metrics(states)
+    metrics = reply_credit_metrics([Rollout.from_state(s) for s in states])
     assert metrics["credit/size_up/replies"] == 3.0
     assert metrics["credit/size_up/reward_to_go"] == pytest.approx(1.75 / 3)
     assert metrics["credit/hazard/advantage_abs"] == pytest.approx(0.125)
     assert metrics["credit/patient/zero_frac"] == 1.0 and metrics["credit/hazard/zero_frac"] == 0.0
-    assert reply_credit_metrics([rollout(1.0)]) == {}  # episode credit: nothing per node
+    episode = Rollout.from_state({**rollout(1.0), "advantage": 0.0})
+    assert reply_credit_metrics([episode]) == {}  # episode credit: nothing per node

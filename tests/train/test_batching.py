@@ -6,8 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rubrics.types import ScoredGroup, State  # noqa: E402
-from train.batching import collate, states_to_batch  # noqa: E402
+from rubrics.types import State  # noqa: E402
+from train.batching import collate, rollouts_to_batch  # noqa: E402
+from train.types import Rollout, RolloutGroup  # noqa: E402
 
 # two sequences: 4 tokens (prompt 2, model 2) and 3 tokens (prompt 1, model 1, environment 1)
 LONG = {"ids": [5, 6, 7, 8], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0, 0.0, -0.5, -1.0]}
@@ -47,13 +48,13 @@ def test_slice_trims_to_the_longest_real_sequence() -> None:
     assert torch.equal(part.advantages_BT, torch.tensor([[-0.5] * 3]))
 
 
-def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> ScoredGroup:
+def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> RolloutGroup:
     for state, advantage in zip(states, advantages_G, strict=True):
         state["advantage"] = advantage  # as scoring writes it
-    return ScoredGroup(states=states, zero_variance=False, kept=kept)
+    return RolloutGroup([Rollout.from_state(s) for s in states], zero_variance=False, kept=kept)
 
 
-def test_states_to_batch_leaves_errored_rollouts_out() -> None:
+def test_rollouts_to_batch_leaves_errored_rollouts_out() -> None:
     # group 0: [LONG ok, SHORT errored]; group 1: [SHORT ok, a rollout without a sequence]
     groups = [
         _group(
@@ -61,21 +62,21 @@ def test_states_to_batch_leaves_errored_rollouts_out() -> None:
         ),
         _group([{"sequence": SHORT, "reward": 0.0, "is_truncated": True}, {"reward": 1.0}], [-0.25, 0.25]),
     ]
-    batch = states_to_batch(groups, pad_token_id=0)
+    batch = rollouts_to_batch(groups, pad_token_id=0)
     assert batch is not None
     # rows: LONG (group 0, advantage 0.5), SHORT (group 1, advantage -0.25); the errored SHORT is not a row
     assert torch.equal(batch.input_ids_BT, torch.tensor([[5, 6, 7, 8], [9, 10, 11, 0]]))
     assert torch.equal(batch.advantages_BT, torch.tensor([[0.5] * 4, [-0.25] * 4]))
     # the truncated flag reaches collate: with mask_truncated the second row has no loss token
-    masked = states_to_batch(groups, pad_token_id=0, mask_truncated=True)
+    masked = rollouts_to_batch(groups, pad_token_id=0, mask_truncated=True)
     assert masked is not None and masked.num_loss_tokens == 2
 
 
-def test_states_to_batch_without_trainable_rollouts_and_with_dropped_groups() -> None:
-    assert states_to_batch([_group([{"sequence": LONG, "error": "x"}], [0.0])], pad_token_id=0) is None
-    assert states_to_batch([], pad_token_id=0) is None
+def test_rollouts_to_batch_without_trainable_rollouts_and_with_dropped_groups() -> None:
+    assert rollouts_to_batch([_group([{"sequence": LONG, "error": "x"}], [0.0])], pad_token_id=0) is None
+    assert rollouts_to_batch([], pad_token_id=0) is None
     with pytest.raises(ValueError, match="dropped"):
-        states_to_batch([_group([{"sequence": LONG, "reward": 1.0}], [0.0], kept=False)], pad_token_id=0)
+        rollouts_to_batch([_group([{"sequence": LONG, "reward": 1.0}], [0.0], kept=False)], pad_token_id=0)
 
 
 # a two-reply rollout: prompt [1, 2], reply [3, 4], environment [5], reply [6]
@@ -96,7 +97,7 @@ def test_reply_advantages_go_on_their_own_replies_tokens() -> None:
         "advantage": 0.75,
         "reply_advantages": [0.75, -1.5],
     }
-    batch = states_to_batch(
+    batch = rollouts_to_batch(
         [_group([state, {"sequence": SHORT, "reward": 0.0}], [0.75, -0.25])], pad_token_id=0
     )
     assert batch is not None
@@ -107,4 +108,4 @@ def test_reply_advantages_go_on_their_own_replies_tokens() -> None:
 def test_reply_advantages_must_match_the_replies() -> None:
     state: State = {"sequence": TWO_REPLIES, "reward": 1.0, "advantage": 0.75, "reply_advantages": [0.75]}
     with pytest.raises(ValueError, match="1 reply advantages for a sequence of 2 replies"):
-        states_to_batch([_group([state], [0.75])], pad_token_id=0)
+        rollouts_to_batch([_group([state], [0.75])], pad_token_id=0)

@@ -19,6 +19,7 @@ from tests.support.scripted_backend import ScriptedBackend
 from train.config import AdvantageConfig, TrainConfig
 from train.orchestrator import Orchestrator, StepRollouts
 from train.sampling import DataCursor
+from train.types import Rollout, RolloutGroup
 
 
 def _score(completion: str) -> float:
@@ -37,7 +38,8 @@ class FakeEnv:
     async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[State]:
         self.calls.append(example["id"])
         states: list[State] = [
-            {"completion": c, "info": {"id": example["id"]}} for c in example["completions"][:n]
+            {"completion": c, "info": {"id": example["id"], "scenario": str(example["id"])}}
+            for c in example["completions"][:n]
         ]
         await self.rubric.score_rewards(states)  # as Environment.run_group: advantages are the step's
         return states
@@ -70,11 +72,16 @@ def _examples(n: int) -> list[dict[str, Any]]:
     return [{"id": i, "completions": ["1", "0", "1", "0"]} for i in range(n)]
 
 
+def _id(group: RolloutGroup) -> int:
+    """The example id of a group (``FakeEnv`` names each example's scenario after it)."""
+    return int(group.rollouts[0].scenario)
+
+
 def _produced_ids(orch: Orchestrator, steps: range) -> list[list[int]]:
     out = []
     for step in steps:
         rollouts = asyncio.run(orch.produce(step, policy_version=step))
-        out.append([g.states[0]["info"]["id"] for g in rollouts.groups])
+        out.append([_id(g) for g in rollouts.groups])
     return out
 
 
@@ -87,8 +94,8 @@ def test_produce_takes_the_examples_at_call_time() -> None:
     second = orch.produce(1, policy_version=0)  # taken before the first step's rollouts exist
     assert orch.cursor.state() == {"epoch": 0, "position": 4}
     first = asyncio.run(coroutine)
-    assert [g.states[0]["info"]["id"] for g in first.groups] == [3, 0]  # epoch 0 order [3, 0, 2, 4, 1]
-    assert [g.states[0]["info"]["id"] for g in asyncio.run(second).groups] == [2, 4]
+    assert [_id(g) for g in first.groups] == [3, 0]  # epoch 0 order [3, 0, 2, 4, 1]
+    assert [_id(g) for g in asyncio.run(second).groups] == [2, 4]
     assert first.policy_version == 0 and first.generate_s >= 0.0
 
 
@@ -138,10 +145,10 @@ MIXED = [
 ]
 
 
-def _step(advantage: AdvantageConfig) -> tuple[StepRollouts, dict[int, Any]]:
+def _step(advantage: AdvantageConfig) -> tuple[StepRollouts, dict[int, RolloutGroup]]:
     orch, _ = _orchestrator(MIXED, prompts_per_step=4, advantage=advantage)
     rollouts = asyncio.run(orch.produce(0, policy_version=0))
-    return rollouts, {g.states[0]["info"]["id"]: g for g in rollouts.groups}
+    return rollouts, {_id(g): g for g in rollouts.groups}
 
 
 def test_zero_variance_and_all_errored_groups_are_dropped() -> None:
@@ -149,17 +156,17 @@ def test_zero_variance_and_all_errored_groups_are_dropped() -> None:
     assert {i: g.kept for i, g in by_id.items()} == {0: True, 1: False, 2: False, 3: True}
     assert {i: g.zero_variance for i, g in by_id.items()} == {0: False, 1: True, 2: True, 3: False}
     assert (rollouts.zero_variance_groups, rollouts.dropped_groups) == (2, 2)
-    assert sorted(g.states[0]["info"]["id"] for g in rollouts.kept_groups) == [0, 3]
-    assert len(rollouts.all_states) == 16  # every rollout, dropped groups included
-    assert [bool(s.get("error")) for s in by_id[3].states] == [False, False, False, True]
-    assert all(s.get("error") and math.isnan(s["reward"]) for s in by_id[2].states)
+    assert sorted(_id(g) for g in rollouts.kept_groups) == [0, 3]
+    assert len(rollouts.all_rollouts) == len(rollouts.states) == 16  # every rollout, dropped groups included
+    assert [bool(r.error) for r in by_id[3].rollouts] == [False, False, False, True]
+    assert all(r.error and math.isnan(r.reward) for r in by_id[2].rollouts)
     # zero-variance groups kept when asked; an all-errored group never is
     _, keep_all = _step(AdvantageConfig(drop_zero_variance_groups=False))
     assert {i: g.kept for i, g in keep_all.items()} == {0: True, 1: True, 2: False, 3: True}
 
 
-def _advantages(group: Any) -> list[float]:
-    return [s["advantage"] for s in group.states]
+def _advantages(group: RolloutGroup) -> list[float]:
+    return [r.advantage for r in group.rollouts]
 
 
 def test_advantages_per_group() -> None:
@@ -185,17 +192,18 @@ def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
 
 
 def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() -> None:
-    from rubrics.types import ScoredGroup
+    def rollout(*versions: int) -> Rollout:
+        return Rollout.from_state({"trajectory": [{"weight_version": v} for v in versions], "advantage": 0.0})
 
-    def state(*versions: int) -> State:
-        return {"trajectory": [{"weight_version": v} for v in versions]}
-
-    groups = [ScoredGroup([state(3, 4), state(4)], zero_variance=False, kept=True)]
-    rollouts = StepRollouts(groups=groups, generate_s=1.0, policy_version=3)  # requested with version 3
+    groups = [RolloutGroup([rollout(3, 4), rollout(4)], zero_variance=False, kept=True)]
+    rollouts = StepRollouts(groups=groups, states=[], generate_s=1.0, policy_version=3)  # requested: 3
     # at step 4: the oldest turn is 1 step behind, the mean turn (3 + 4 + 4) / 3 is 1/3 of a step behind
     assert rollouts.off_policy_steps(4) == (1.0, pytest.approx(1 / 3))
     unstamped = StepRollouts(
-        groups=[ScoredGroup([{}], zero_variance=True, kept=False)], generate_s=1.0, policy_version=2
+        groups=[RolloutGroup([rollout()], zero_variance=True, kept=False)],
+        states=[],
+        generate_s=1.0,
+        policy_version=2,
     )
     assert unstamped.off_policy_steps(4) == (2.0, 2.0)  # no stamps: the requested version
 
@@ -219,7 +227,7 @@ def test_a_step_computes_each_ideal_path_once_and_trains_on_the_advantages_scori
     from envs.multistep_env import MultiStepMultiTurnEnv
     from rubrics.multistep import Scenario
     from tests.envs.helpers import SCENARIO, reveal_rubric
-    from train.batching import states_to_batch
+    from train.batching import rollouts_to_batch
 
     ideal_walks: list[str] = []
 
@@ -244,10 +252,10 @@ def test_a_step_computes_each_ideal_path_once_and_trains_on_the_advantages_scori
     )
     for step in range(2):  # two steps of 2 scenarios x 4 rollouts: 16 rollouts, 2 ideal walks in all
         rollouts = asyncio.run(orch.produce(step, policy_version=step))
-        assert len(rollouts.all_states) == 8 and not any(s.get("error") for s in rollouts.all_states)
-        batch = states_to_batch(rollouts.kept_groups, pad_token_id=0)
+        assert len(rollouts.all_rollouts) == 8 and not any(r.error for r in rollouts.all_rollouts)
+        batch = rollouts_to_batch(rollouts.kept_groups, pad_token_id=0)
         assert batch is not None
-        scored = [s["advantage"] for g in rollouts.kept_groups for s in g.states]
+        scored = [r.advantage for g in rollouts.kept_groups for r in g.rollouts]
         assert torch.equal(batch.advantages_BT[:, 0], torch.tensor(scored)) and any(scored)  # float32 both
         assert rollouts.kept_advantages == scored
     assert len(ideal_walks) == 2 and len(set(ideal_walks)) == 2
@@ -259,7 +267,7 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
 
     from envs.multistep_env import MultiStepMultiTurnEnv
     from tests.envs.helpers import SCENARIO, reveal_rubric
-    from train.batching import states_to_batch
+    from train.batching import rollouts_to_batch
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     env = MultiStepMultiTurnEnv(reveal_rubric(), [SCENARIO], tokenizer, max_turns=3)
@@ -268,9 +276,9 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
     turn = AdvantageConfig(scale_rewards="group", drop_zero_variance_groups=False, credit="turn")
     orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, turn, seed=7)
     rollouts = asyncio.run(orch.produce(0, policy_version=0))
-    states = rollouts.all_states
+    states = rollouts.states
     assert any(len(s["reply_advantages"]) > 1 for s in states)
-    batch = states_to_batch(rollouts.kept_groups, pad_token_id=0)
+    batch = rollouts_to_batch(rollouts.kept_groups, pad_token_id=0)
     assert batch is not None
     for row, state in enumerate(states):
         for (start, end), advantage in zip(
@@ -286,7 +294,7 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
         scale_rewards="group", drop_zero_variance_groups=False, credit="mixed", node_weight=0.5
     )
     orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, mixed, seed=7)
-    again = asyncio.run(orch.produce(0, policy_version=0)).all_states
+    again = asyncio.run(orch.produce(0, policy_version=0)).states
     for per_reply, both in zip(states, again, strict=True):
         assert (
             both["advantage"] == per_reply["advantage"]

@@ -22,7 +22,7 @@ CONFIG = ROOT / "configs/train/first_responder_cpu.yaml"
 def test_held_out_scenarios_are_not_trained_on(tiny_model_dir: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    names = lambda examples: {e["info"]["scenario"] for e in examples}  # noqa: E731
+    names = lambda examples: {e.name for e in examples}  # noqa: E731
     # the main job: a held-out file of its own
     env, train, held = build_task(load_config(CONFIG), tokenizer)
     assert len(held) == 16 and len(train) == 48 and not names(train) & names(held)

@@ -349,7 +349,7 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
         total += p0.numel()
     assert moved / total > 0.9, f"only {moved / total:.1%} of the weights changed"
     env, examples, _ = build_task(cfg, tokenizer)
-    safe = next(e for e in examples if e["answer"]["scene_safety"]["answer"] == 1.0)
+    safe = next(e for e in examples if e.answer["scene_safety"]["answer"] == 1.0)
     prompt = chat_ids(tokenizer, env.initial_messages(safe))
     gain = {
         r: _reply_logprob(after, tokenizer, prompt, r) - _reply_logprob(before, tokenizer, prompt, r)
