@@ -60,16 +60,13 @@ def rollout_backend(
     policy: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
     model_dir: Path,
-    lora_rank: int | None = None,
     adapter_prefix: str | None = None,
 ) -> TrainingBackend:
     """The backend ``rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the unwrapped
-    module) and its tokenizer, batching up to one step's rollouts. ``lora_rank``: the run's ``model.lora.r``
-    (a LoRA run on vLLM checks its servers first); ``adapter_prefix`` names its adapters there."""
+    module) and its tokenizer, batching up to one step's rollouts; ``adapter_prefix`` names a LoRA run's
+    adapters on vLLM servers (``check_lora_servers`` checked those before the policy loaded)."""
     from train.distributed import resolve_inference_dtype
 
-    if lora_rank is not None and rollout.backend == "vllm":
-        check_lora_servers(rollout.vllm_urls, lora_rank)
     backend, _ = make_backend(
         rollout.backend,
         model_dir,
@@ -95,8 +92,8 @@ def adapter_prefix(output_dir: str | Path) -> str:
 
 def check_lora_servers(vllm_urls: list[str], rank: int) -> None:
     """Raise ``ValueError`` naming ``model.lora.r`` and the server flag to set unless every server of
-    ``vllm_urls`` loads adapters of rank ``rank`` at run time (checked at connect, before the first
-    rollout)."""
+    ``vllm_urls`` loads adapters of rank ``rank`` at run time (the trainer asks before it loads the policy,
+    so that a server started without ``--enable-lora`` costs a second, not a model load)."""
     from envs.serving.adapters import check_lora_server
 
     for url in vllm_urls:

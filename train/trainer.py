@@ -35,7 +35,7 @@ from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models import resolve_model
 from envs.models.loading import check_versions, load_causal_lm
-from train.backend import PolicyWeights, adapter_prefix, rollout_backend
+from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
 from train.batching import rollouts_to_batch
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import LoggingConfig, ModelConfig, RolloutConfig, TrainConfig, deepspeed_launched
@@ -77,15 +77,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     check_at_start(cfg, accelerator)  # the memory plan, printed; a run that cannot fit stops before loading
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run_dir = Path(cfg.logging.output_dir)
+    if cfg.model.lora is not None and cfg.rollout.backend == "vllm":  # a second now, not after the load
+        check_lora_servers(cfg.rollout.vllm_urls, cfg.model.lora.r)
     policy = load_policy(cfg, accelerator)
     weights = PolicyWeights(accelerator, policy.model)
 
     # -- 2. backend, environment, data ------------------------------------------------------------------
-    lora_rank = cfg.model.lora.r if cfg.model.lora is not None else None
     prefix = adapter_prefix(cfg.logging.output_dir)
-    backend = rollout_backend(
-        cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, lora_rank, prefix
-    )
+    backend = rollout_backend(cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix)
     worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)

@@ -138,6 +138,26 @@ def test_the_reference_is_the_base_model_without_a_second_copy(
     assert policy.ref_model.module.training is False  # the mode it was in before the call
 
 
+def test_a_lora_run_asks_its_vllm_servers_before_loading_the_policy(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A server that cannot serve the adapter stops the run before minutes of model loading, not after."""
+    import socket
+
+    from train import trainer as trainer_module
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    loads: list[object] = []
+    monkeypatch.setattr(trainer_module, "load_policy", lambda *a, **k: loads.append(a))
+    overrides = ("model.lora={}", "rollout.backend=vllm", f"rollout.vllm_urls=[{url}]")
+    cfg = run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "run", *overrides)
+    with pytest.raises(ValueError, match=rf"model\.lora\.r: vLLM server {url} is unreachable"):
+        trainer_module.train(cfg)
+    assert loads == []
+
+
 def test_the_local_backend_samples_the_merged_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
     """After a step that moved the adapter, the backend's greedy tokens are the trainer's (peft's forward),
     from a plain copy holding W + B @ A * alpha / r."""
