@@ -10,7 +10,7 @@ construct the logger with ``enabled=accelerator.is_main_process``: the others lo
 JSONL lines: ``{"step": 3, "wall_time": 1718000000.1, "<metric>": value, ...}`` (``wall_time`` in Unix
 seconds; non-finite values are written as ``null``) and ``{"step": 3, "<column>": value, ...}`` per sample
 row. After a resume, steps between the checkpoint and the kill appear twice; readers keep the last line of
-a step (``train.report.read_metrics`` does).
+a step (``train.report_png.read_metrics`` does).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class RunLogger:
         return str(self._run.id) if self._run is not None else (self._resume_run_id or "")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        """Log one step's metrics (``reward/mean``, ``time/generate_s``, ...; see ``train.report``)."""
+        """Log one step's metrics (``reward/mean``, ``time/generate_s``, ...; see ``train.report_png``)."""
         if not self.enabled:
             return
         values = {key: _finite_or_none(value) for key, value in metrics.items()}

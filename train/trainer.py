@@ -44,9 +44,9 @@ from train.lora import AdapterOff, adapt, save_adapter_checkpoints
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
-from train.report import write_report
+from train.report_md import write_report_md
+from train.report_png import write_report_png
 from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
-from train.summary import write_summary
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.warm_start import run_warm_start
@@ -380,7 +380,7 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
 def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment, estimator: str) -> None:
     """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections, and the
     advantage ``estimator`` named) when both evaluations exist."""
-    write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
+    write_report_png(run_dir / "metrics.jsonl", run_dir / "report.png")
     if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
-        report = write_summary(run_dir, sections=env.report_sections, estimator=estimator)
+        report = write_report_md(run_dir, sections=env.report_sections, estimator=estimator)
         print(f"report: {report}", flush=True)

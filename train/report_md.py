@@ -33,7 +33,7 @@ def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Any]:
     return [Rollout.from_state(s) for s in healthy]
 
 
-def write_summary(
+def write_report_md(
     run_dir: str | Path,
     samples: int = 3,
     sections: Callable[[dict[str, list[dict[str, Any]]]], list[str]] | None = None,

@@ -1,4 +1,4 @@
-"""``report.png``: the few curves of a run a researcher reads first (``train.summary`` writes ``report.md``).
+"""``report.png``: the few curves of a run a researcher reads first (``train.report_md`` writes ``report.md``).
 
 ``report.png`` draws these panels from ``metrics.jsonl`` (every other metric is in wandb); a panel with
 nothing logged is left out:
@@ -134,7 +134,7 @@ def figure_data(rows: list[dict[str, Any]], run_dir: str | Path | None = None) -
     return panels
 
 
-def write_report(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
+def write_report_png(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
     """Plot the run's main curves from ``metrics_jsonl`` (and the held-out evaluations' folders and
     ``probe.json`` beside it) into ``out_png``; returns the PNG's path."""
     from matplotlib.figure import Figure
