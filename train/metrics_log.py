@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from train.config import LoggingConfig
+from train.run_folder import RunFolder
 
-METRICS_FILE = "metrics.jsonl"
-SAMPLES_FILE = "samples.jsonl"
 _WANDB_HOST = "api.wandb.ai"
 
 WandbMode = Literal["online", "offline", "disabled"]
@@ -70,7 +69,7 @@ class RunLogger:
         *,
         enabled: bool = True,
     ) -> None:
-        self.output_dir = Path(cfg.output_dir)
+        self.folder = RunFolder(Path(cfg.output_dir))
         self.enabled = enabled
         self.mode: WandbMode = wandb_mode(cfg.wandb_mode) if enabled else "disabled"
         self._resume_run_id = resume_run_id
@@ -78,11 +77,11 @@ class RunLogger:
         """The wandb run; None when disabled (``wandb`` is then never imported: it need not be installed)."""
         if not enabled:
             return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.folder.root.mkdir(parents=True, exist_ok=True)
         if self.mode != "disabled":
-            self._run = _wandb_init(cfg, self.output_dir, config_dict, self.mode, resume_run_id)
-        self._metrics = open(self.output_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
-        self._samples = open(self.output_dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+            self._run = _wandb_init(cfg, self.folder.root, config_dict, self.mode, resume_run_id)
+        self._metrics = open(self.folder.metrics, "a", encoding="utf-8")  # noqa: SIM115
+        self._samples = open(self.folder.samples, "a", encoding="utf-8")  # noqa: SIM115
 
     @property
     def run_id(self) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rubrics.multistep.probe import PolicyScore
 from train.report_png import figure_data, panel_keys, read_metrics, write_report_png
+from train.run_folder import RunFolder
 
 
 def _synthetic_metrics(path: Path, steps: int = 12) -> None:
@@ -47,8 +49,8 @@ def _synthetic_metrics(path: Path, steps: int = 12) -> None:
 def test_write_report_makes_a_png(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     _synthetic_metrics(metrics)
-    out = write_report_png(metrics, tmp_path / "report" / "report.png")
-    assert out == tmp_path / "report" / "report.png"
+    out = write_report_png(RunFolder(tmp_path))
+    assert out == tmp_path / "report.png"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 20_000
 
@@ -146,17 +148,17 @@ def test_held_out_panel_draws_the_logged_interval_and_trivial_policies(tmp_path:
         json.dumps({"step": 3, "eval_warm_start/reward_mean": 0.2, "eval_warm_start/reward_ci95": None})
     )
     metrics.write_text("\n".join(lines) + "\n")
-    (run / "probe.json").write_text(json.dumps([{"policy": "majority", "reward_mean": 0.25}]))
-    panel = figure_data(read_metrics(metrics), run)["Held-out evaluation"]
+    probe = [PolicyScore("majority", reward_mean=0.25)]
+    panel = figure_data(read_metrics(metrics), probe)["Held-out evaluation"]
     assert panel.lines == {"majority": 0.25}
     held_out, warm = panel.series
     assert held_out.errors == [0.05, 0.06, 0.0]
     assert warm.values == [0.2] and math.isnan(warm.errors[0])
-    assert write_report_png(metrics, run / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert write_report_png(RunFolder(run), probe).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_empty_metrics_still_make_a_png(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text("")
-    out = write_report_png(metrics, tmp_path / "report.png")
+    out = write_report_png(RunFolder(tmp_path))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
