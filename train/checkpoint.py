@@ -1,8 +1,8 @@
 """Checkpoints that survive SIGKILL: accelerate's full training state plus a small JSON of the trainer's own.
 
-Layout of a run folder::
+Layout of a run folder (its names: ``train.run_folder``)::
 
-    <run_dir>/checkpoints/
+    <run>/checkpoints/
         step_000010/             one complete checkpoint
             model.safetensors    \\
             optimizer.bin         |  ``accelerator.save_state``: every object registered with
@@ -32,41 +32,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from train.lora import engine_checkpoint_kwargs
+from train.run_folder import CheckpointFolder, RunFolder
 
 if TYPE_CHECKING:  # accelerate, torch and transformers load only where a function uses them
     import torch
     from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
 
-CHECKPOINTS_DIR = "checkpoints"
-"""Sub-folder of the run folder that holds the checkpoints."""
-LATEST_FILE = "latest"
-"""Pointer file (inside ``checkpoints/``) naming the newest complete checkpoint."""
-TRAINER_STATE_FILE = "trainer_state.json"
-"""The trainer's JSON state inside a checkpoint; its presence marks the checkpoint complete."""
-MODEL_DIR = "model"
-"""Plain ``save_pretrained`` folder inside a checkpoint saved with ``model=``."""
 FORMAT_VERSION = 1
 
 _RESERVED_KEYS = frozenset({"step", "path"})
-_STEP_DIR = re.compile(r"^step_(\d+)$")
-
-
-def checkpoint_name(step: int) -> str:
-    """Folder name of the checkpoint of ``step``: ``step_000010``."""
-    return f"step_{step:06d}"
 
 
 def save_checkpoint(
     accelerator: Accelerator,
-    run_dir: str | Path,
+    run: RunFolder,
     step: int,
     extra: dict[str, Any],
     *,
@@ -78,7 +64,7 @@ def save_checkpoint(
 
     Args:
         accelerator: The ``accelerate.Accelerator`` whose prepared model, optimiser and scheduler are saved.
-        run_dir: The run folder (``logging.output_dir``); checkpoints go to ``<run_dir>/checkpoints/``.
+        run: The run folder (``logging.output_dir``); checkpoints go to ``<run>/checkpoints/``.
         step: Optimiser steps completed.
         extra: JSON-serialisable trainer state that ``load_latest`` returns: the data cursor (example
             position, epoch), the orchestrator's RNG state as plain lists, ``wandb_run_id``. The keys
@@ -100,74 +86,73 @@ def save_checkpoint(
         indent=2,
         allow_nan=False,
     )  # fail on a bad ``extra`` before writing anything
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    final = root / checkpoint_name(step)
-    tmp = root / f"{final.name}.tmp"
+    root = run.checkpoints
+    final = run.checkpoint(step).path
+    tmp = run.checkpoint_staging(step)
     if accelerator.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
         for debris in root.glob("*.tmp"):  # left by a save that was killed
             shutil.rmtree(debris, ignore_errors=True)
-        tmp.mkdir()
+        tmp.path.mkdir()
     accelerator.wait_for_everyone()
 
     save_kwargs, _ = engine_checkpoint_kwargs(accelerator)  # a LoRA run's engine leaves the base weights out
-    accelerator.save_state(str(tmp), **save_kwargs)
+    accelerator.save_state(str(tmp.path), **save_kwargs)
     if model is not None:
-        _save_plain_model(accelerator, model, tokenizer, tmp / MODEL_DIR)
+        _save_plain_model(accelerator, model, tokenizer, tmp.model)
     accelerator.wait_for_everyone()
 
     if accelerator.is_main_process:
-        _write_durably(tmp / TRAINER_STATE_FILE, state_json)
-        _replace_dir(tmp, final)
-        _write_durably(root / LATEST_FILE, final.name + "\n")
-        _prune(root, keep_last)
+        _write_durably(tmp.trainer_state, state_json)
+        _replace_dir(tmp.path, final)
+        _write_durably(run.latest, final.name + "\n")
+        _prune(run, keep_last)
     accelerator.wait_for_everyone()
     return final
 
 
-def load_latest(accelerator: Accelerator, run_dir: str | Path) -> dict[str, Any] | None:
-    """Restore the newest complete checkpoint of ``run_dir`` into ``accelerator``; None if there is none.
+def load_latest(accelerator: Accelerator, run: RunFolder) -> dict[str, Any] | None:
+    """Restore the newest complete checkpoint of ``run`` into ``accelerator``; None if there is none.
 
     Loads model, optimiser, scheduler and RNG states through ``accelerator.load_state`` (call it after
     ``accelerator.prepare``). Returns the ``extra`` that ``save_checkpoint`` was given, plus ``step`` (the
     optimiser steps done) and ``path`` (the checkpoint folder): ``{"step": 10, "path": "...", "cursor":
     ..., "wandb_run_id": ...}``.
     """
-    path = latest_checkpoint(run_dir)
+    path = latest_checkpoint(run)
     if path is None:
         return None
     _, load_kwargs = engine_checkpoint_kwargs(accelerator)
     accelerator.load_state(str(path), **load_kwargs)
-    state = json.loads((path / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
+    state = json.loads(CheckpointFolder(path).trainer_state.read_text(encoding="utf-8"))
     return {**state["extra"], "step": int(state["step"]), "path": str(path)}
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint folder of ``run_dir``, or None; needs no accelerator.
+def latest_checkpoint(run: RunFolder) -> Path | None:
+    """The newest complete checkpoint folder of ``run``, or None; needs no accelerator.
 
     Follows the ``latest`` pointer; if it is missing or names an incomplete folder, falls back to the
     complete checkpoint with the highest step. ``*.tmp`` folders never count.
     """
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    pointer = root / LATEST_FILE
-    if pointer.is_file():
-        named = root / pointer.read_text(encoding="utf-8").strip()
-        if _STEP_DIR.match(named.name) and _is_complete(named):
+    if run.latest.is_file():
+        named = run.checkpoints / run.latest.read_text(encoding="utf-8").strip()
+        if run.checkpoint_step(named) is not None and _is_complete(named):
             return named
-    complete = _complete_checkpoints(root)
+    complete = _complete_checkpoints(run)
     return complete[-1] if complete else None
 
 
-def _complete_checkpoints(root: Path) -> list[Path]:
-    """Complete checkpoint folders under ``root``, oldest step first."""
-    if not root.is_dir():
+def _complete_checkpoints(run: RunFolder) -> list[Path]:
+    """Complete checkpoint folders of ``run``, oldest step first."""
+    if not run.checkpoints.is_dir():
         return []
-    found = [p for p in root.iterdir() if _STEP_DIR.match(p.name) and _is_complete(p)]
-    return sorted(found, key=lambda p: int(p.name.removeprefix("step_")))
+    steps = {p: run.checkpoint_step(p) for p in run.checkpoints.iterdir()}
+    found = [p for p, step in steps.items() if step is not None and _is_complete(p)]
+    return sorted(found, key=lambda p: steps[p] or 0)
 
 
 def _is_complete(path: Path) -> bool:
-    return (path / TRAINER_STATE_FILE).is_file()
+    return CheckpointFolder(path).trainer_state.is_file()
 
 
 def _save_plain_model(
@@ -220,6 +205,6 @@ def _replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
-def _prune(root: Path, keep_last: int) -> None:
-    for old in _complete_checkpoints(root)[:-keep_last]:
+def _prune(run: RunFolder, keep_last: int) -> None:
+    for old in _complete_checkpoints(run)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)

@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from train.config import LoraConfig
+from train.run_folder import CheckpointFolder
 
 if TYPE_CHECKING:  # accelerate and torch load only where a function uses them
     import torch
     from accelerate import Accelerator
     from peft import PeftModel
     from transformers import PreTrainedModel
-
-ADAPTER_DIR = "adapter"
-"""Sub-folder of a checkpoint holding the adapter (``adapter_config.json``, ``adapter_model.safetensors``)."""
 
 
 def linear_layer_names(model: PreTrainedModel) -> list[str]:
@@ -109,7 +107,9 @@ def save_adapter_checkpoints(accelerator: Accelerator) -> None:
             if is_adapted(module):
                 with gathered(accelerator, [p for p in module.parameters() if p.requires_grad]):
                     if accelerator.is_main_process:
-                        module.save_pretrained(str(Path(output_dir) / ADAPTER_DIR), safe_serialization=True)
+                        module.save_pretrained(
+                            str(CheckpointFolder(Path(output_dir)).adapter), safe_serialization=True
+                        )
                 if not engine_saves:
                     weights.pop(i)  # only the adapter is saved: the base weights are the model folder's
 
@@ -120,7 +120,7 @@ def save_adapter_checkpoints(accelerator: Accelerator) -> None:
         for i in reversed(range(len(models))):
             module = accelerator.unwrap_model(models[i])
             if is_adapted(module):
-                saved = load_file(str(Path(input_dir) / ADAPTER_DIR / "adapter_model.safetensors"))
+                saved = load_file(str(CheckpointFolder(Path(input_dir)).adapter_weights))
                 result = set_peft_model_state_dict(module, saved)
                 if unexpected := getattr(result, "unexpected_keys", None):
                     raise KeyError(

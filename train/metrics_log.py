@@ -10,7 +10,7 @@ construct the logger with ``enabled=accelerator.is_main_process``: the others lo
 JSONL lines: ``{"step": 3, "wall_time": 1718000000.1, "<metric>": value, ...}`` (``wall_time`` in Unix
 seconds; non-finite values are written as ``null``) and ``{"step": 3, "<column>": value, ...}`` per sample
 row. After a resume, steps between the checkpoint and the kill appear twice; readers keep the last line of
-a step (``train.report.read_metrics`` does).
+a step (``train.report_png.read_metrics`` does).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from train.config import LoggingConfig
+from train.run_folder import RunFolder
 
-METRICS_FILE = "metrics.jsonl"
-SAMPLES_FILE = "samples.jsonl"
 _WANDB_HOST = "api.wandb.ai"
 
 WandbMode = Literal["online", "offline", "disabled"]
@@ -70,7 +69,7 @@ class RunLogger:
         *,
         enabled: bool = True,
     ) -> None:
-        self.output_dir = Path(cfg.output_dir)
+        self.folder = RunFolder(Path(cfg.output_dir))
         self.enabled = enabled
         self.mode: WandbMode = wandb_mode(cfg.wandb_mode) if enabled else "disabled"
         self._resume_run_id = resume_run_id
@@ -78,11 +77,11 @@ class RunLogger:
         """The wandb run; None when disabled (``wandb`` is then never imported: it need not be installed)."""
         if not enabled:
             return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.folder.root.mkdir(parents=True, exist_ok=True)
         if self.mode != "disabled":
-            self._run = _wandb_init(cfg, self.output_dir, config_dict, self.mode, resume_run_id)
-        self._metrics = open(self.output_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
-        self._samples = open(self.output_dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+            self._run = _wandb_init(cfg, self.folder.root, config_dict, self.mode, resume_run_id)
+        self._metrics = open(self.folder.metrics, "a", encoding="utf-8")  # noqa: SIM115
+        self._samples = open(self.folder.samples, "a", encoding="utf-8")  # noqa: SIM115
 
     @property
     def run_id(self) -> str:
@@ -91,7 +90,7 @@ class RunLogger:
         return str(self._run.id) if self._run is not None else (self._resume_run_id or "")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        """Log one step's metrics (``reward/mean``, ``time/generate_s``, ...; see ``train.report``)."""
+        """Log one step's metrics (``reward/mean``, ``time/generate_s``, ...; see ``train.report_png``)."""
         if not self.enabled:
             return
         values = {key: _finite_or_none(value) for key, value in metrics.items()}

@@ -24,7 +24,6 @@ threads themselves (the event loop, the torch worker, the prefetch of steps ahea
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,9 +43,21 @@ from train.lora import AdapterOff, adapt, save_adapter_checkpoints
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
-from train.report import write_report
+from train.report_md import write_report_md
+from train.report_png import write_report_png
 from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
-from train.summary import write_summary
+from train.run_folder import (
+    AFTER,
+    BEFORE,
+    REPORTED,
+    WARM_START,
+    EvalPoint,
+    HeldOutResults,
+    RunFolder,
+    after_step,
+    read_held_out,
+    write_probe,
+)
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.types import Rollout
@@ -76,14 +87,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         tune_host_allocator(cfg)
     check_at_start(cfg, accelerator)  # the memory plan, printed; a run that cannot fit stops before loading
     set_seed(cfg.seed, deterministic=cfg.deterministic)
-    run_dir = Path(cfg.logging.output_dir)
+    run = RunFolder(Path(cfg.logging.output_dir))
     if cfg.model.lora is not None and cfg.rollout.backend == "vllm":  # a second now, not after the load
         check_lora_servers(cfg.rollout.vllm_urls, cfg.model.lora.r)
     policy = load_policy(cfg, accelerator)
     weights = PolicyWeights(accelerator, policy.model)
 
     # -- 2. backend, environment, data ------------------------------------------------------------------
-    prefix = adapter_prefix(cfg.logging.output_dir)
+    prefix = adapter_prefix(run.root)
     backend = rollout_backend(cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix)
     worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -93,7 +104,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         eval_examples = []  # evaluation (and its files) belong to the main process
 
     # -- 3. resume --------------------------------------------------------------------------------------
-    saved = (load_latest(accelerator, run_dir) if cfg.resume else None) or {}
+    saved = (load_latest(accelerator, run) if cfg.resume else None) or {}
     start_step = int(saved.get("step", 0))
     seed = cfg.seed + 7919 * rank
     orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.get("cursor"))
@@ -107,34 +118,38 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     eval_env = _at_temperature(env, cfg.logging.eval_temperature)
 
     extra_sets = extra_eval_examples(cfg, env, train_examples) if eval_examples else {}
+    # what an earlier process of a resumed run evaluated is in the folder; the rest is kept as it is made
+    held_out = read_held_out(run) if start_step > 0 and eval_examples else HeldOutResults()
 
-    def evaluate(folder: str, prefix: str, step: int) -> dict[str, Any]:
-        """The held-out set evaluated into ``folder`` and logged under ``prefix/`` at ``step``, and each further
-        set into ``folder_<name>``, under ``prefix_<name>/``; returns the held-out set's summary."""
+    def evaluate(point: EvalPoint, step: int) -> dict[str, Any]:
+        """The held-out set and each further one evaluated at ``point`` (written to the point's folders, logged
+        under its prefixes at ``step``, kept for the reports if they read it); returns the held-out set's
+        summary."""
         n, seed = cfg.logging.eval_group_size, cfg.seed + 424_242  # the same sampling noise every time
         summaries = {}
         for name, examples in {"": eval_examples, **extra_sets}.items():
-            suffix = f"_{name}" if name else ""
-            out = run_dir / f"{folder}{suffix}"
-            summaries[name] = loop.run(evaluate_to_dir(eval_env, backend, examples, n, out, seed=seed))
-            logger.log(step, _numbers(summaries[name], f"{prefix}{suffix}/"))
+            out = run.evaluation(point, name)
+            result = loop.run(evaluate_to_dir(eval_env, backend, examples, n, out, seed=seed))
+            if point in REPORTED:
+                held_out.record(point, name, result)
+            summaries[name] = result.as_dict()
+            logger.log(step, _numbers(summaries[name], point.prefix(name)))
         return summaries[""]
 
-    before = evaluate("eval_before", "eval", 0) if start_step == 0 and eval_examples else None
+    before = evaluate(BEFORE, 0) if start_step == 0 and eval_examples else None
     if before is not None:  # the trivial policies the environment knows on each held-out set, for the report
         for name, examples in {"": eval_examples, **extra_sets}.items():
             rows = loop.run(env.probe(train_examples, examples))
             if rows:
-                (run_dir / f"probe{f'_{name}' if name else ''}.json").write_text(
-                    json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8"
-                )
+                held_out.record_probe(name, rows)
+                write_probe(run, name, rows)
 
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:
         worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
         loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
         if start_step == 0 and eval_examples:
-            evaluate("eval_warm_start", "eval_warm_start", 0)
+            evaluate(WARM_START, 0)
 
     # -- 6. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
     prefetch = Prefetch(orchestrator, loop, cfg.rollout.max_off_policy_steps, cfg.max_steps)
@@ -157,18 +172,18 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         progress(step + 1, metrics)
         # the held-out curve of a long run
         if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_examples:
-            evaluate(f"eval_step_{step + 1}", "eval", step + 1)
+            evaluate(after_step(step + 1), step + 1)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
     after = None
     if eval_examples and (start_step < cfg.max_steps or before is None):
-        after = evaluate("eval_after", "eval_final", cfg.max_steps)
+        after = evaluate(AFTER, cfg.max_steps)
     loop.run(backend.close())
     loop.close()
     logger.finish()
     if accelerator.is_main_process:
-        _write_reports(run_dir, after is not None, env, cfg.advantage.describe())
-    return {"run_dir": str(run_dir), "before": before, "after": after}
+        _write_reports(run, held_out, after is not None, env, cfg.advantage.describe())
+    return {"run_dir": str(run.root), "before": before, "after": after}
 
 
 @dataclass
@@ -370,7 +385,12 @@ def _log_and_save(
         extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
         model = policy.model if last else None
         save_checkpoint(
-            accelerator, Path(logging.output_dir), done, extra, model=model, tokenizer=policy.tokenizer
+            accelerator,
+            RunFolder(Path(logging.output_dir)),
+            done,
+            extra,
+            model=model,
+            tokenizer=policy.tokenizer,
         )
 
 
@@ -396,10 +416,12 @@ def _numbers(summary: dict[str, Any], prefix: str) -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in summary.items() if isinstance(v, int | float)}
 
 
-def _write_reports(run_dir: Path, evaluated_after: bool, env: Environment, estimator: str) -> None:
+def _write_reports(
+    run: RunFolder, held_out: HeldOutResults, evaluated_after: bool, env: Environment, estimator: str
+) -> None:
     """``report.png`` from the metrics, and ``report.md`` (with the environment's own sections, and the
     advantage ``estimator`` named) when both evaluations exist."""
-    write_report(run_dir / "metrics.jsonl", run_dir / "report.png")
-    if evaluated_after and (run_dir / "eval_before" / "summary.json").is_file():
-        report = write_summary(run_dir, sections=env.report_sections, estimator=estimator)
+    write_report_png(run, held_out.probe() or ())
+    if evaluated_after and held_out.evaluation(BEFORE) is not None:
+        report = write_report_md(run, held_out, sections=env.report_sections, estimator=estimator)
         print(f"report: {report}", flush=True)

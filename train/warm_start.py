@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
 from train.config import TrainConfig, WarmStartConfig
+from train.run_folder import RunFolder
 
 if TYPE_CHECKING:  # accelerate, torch and transformers load only where a function uses them
     import torch
@@ -59,12 +60,6 @@ class WarmStartPolicy(Protocol):
     def tokenizer(self) -> PreTrainedTokenizerBase:
         """The policy's tokenizer."""
         ...
-
-
-FOLDER = "warm_start"
-"""The run folder's subfolder holding the warm-started model."""
-DONE_FILE = "warm_start.json"
-"""Written last into ``FOLDER``: the folder is complete when it exists."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +153,9 @@ def encode(
     return {"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)}
 
 
-def is_complete(folder: Path) -> bool:
-    """Whether ``folder`` holds a finished warm start."""
-    return (folder / DONE_FILE).is_file()
+def is_complete(run: RunFolder) -> bool:
+    """Whether ``run`` holds a finished warm start."""
+    return run.warm_start_done.is_file()
 
 
 def imitate(
@@ -186,7 +181,8 @@ def imitate(
     if is_deepspeed(accelerator):
         raise RuntimeError(
             "warm_start under DeepSpeed: run the warm start without DeepSpeed first, then set "
-            f"model.name_or_path to its <output_dir>/{FOLDER} folder and warm_start.demonstrations to null"
+            f"model.name_or_path to its {RunFolder(Path('<output_dir>')).warm_start} folder and "
+            "warm_start.demonstrations to null"
         )
     rank, world = accelerator.process_index, accelerator.num_processes
     params = [p for p in model.parameters() if p.requires_grad]
@@ -252,13 +248,14 @@ def _accumulate(
 
 
 def save(
-    folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, stats: dict[str, Any]
+    run: RunFolder, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, stats: dict[str, Any]
 ) -> None:
-    """The warm-started model and tokenizer, then ``DONE_FILE`` with ``stats`` (last: it marks completion)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    (folder / DONE_FILE).write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    """The warm-started model and tokenizer into ``run``'s ``warm_start/``, then ``warm_start.json`` with
+    ``stats`` (last: it marks completion)."""
+    run.warm_start.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(run.warm_start, safe_serialization=True)
+    tokenizer.save_pretrained(run.warm_start)
+    run.warm_start_done.write_text(json.dumps(stats, indent=2), encoding="utf-8")
 
 
 def load_into(module: torch.nn.Module, folder: Path) -> None:
@@ -284,9 +281,10 @@ def run_warm_start(
     result, and make it the KL reference. A finished one in the run folder is loaded instead of run again;
     a resumed run (``start_step > 0``) has its policy from the checkpoint and takes only the reference from
     it."""
-    folder = Path(cfg.logging.output_dir) / FOLDER
+    run = RunFolder(Path(cfg.logging.output_dir))
+    folder = run.warm_start
     unwrapped = accelerator.unwrap_model(policy.model)
-    if is_complete(folder):
+    if is_complete(run):
         if start_step == 0:
             load_into(unwrapped, folder)
         print(f"warm start: loaded {folder}", flush=True)
@@ -318,7 +316,7 @@ def run_warm_start(
             logits_chunk_tokens=cfg.optim.logits_chunk_tokens,
         )
         if accelerator.is_main_process:
-            save(folder, unwrapped, policy.tokenizer, stats)
+            save(run, unwrapped, policy.tokenizer, stats)
             print(f"warm start: {json.dumps(stats)}", flush=True)
         accelerator.wait_for_everyone()
     reference = policy.ref_model

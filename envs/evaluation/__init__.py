@@ -1,7 +1,18 @@
 """Evaluation, in one place: run an environment on a model (``run``), summarise and plot what it did
-(``summary``), and the ``rubric-grpo eval`` job (``job``)."""
+(``summary``), its result and folder (``result``), and the ``rubric-grpo eval`` job (``job``)."""
 
+from envs.evaluation.result import EvalFolder, Evaluation, read_evaluation
 from envs.evaluation.run import evaluate_to_dir, run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary, summarize
 
-__all__ = ["EvalSummary", "evaluate_to_dir", "format_summary", "plot_summary", "run_eval", "summarize"]
+__all__ = [
+    "EvalFolder",
+    "EvalSummary",
+    "Evaluation",
+    "evaluate_to_dir",
+    "format_summary",
+    "plot_summary",
+    "read_evaluation",
+    "run_eval",
+    "summarize",
+]

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from envs.backends.base import SamplingParams
 from envs.build import check_env_inputs, make_backend, make_env
 from envs.config import EnvConfig
+from envs.evaluation.result import EvalFolder
 from envs.evaluation.run import run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
 from rubrics.types import plain_state
@@ -97,8 +98,8 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
     """Run the evaluation and write its report; returns the summary."""
     from envs.models import resolve_model
 
-    out = Path(job.out)
-    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before any rollout starts)
+    out = EvalFolder(Path(job.out))
+    out.path.mkdir(parents=True, exist_ok=True)
     env_config = job.env if job.split != "all" else job.env.model_copy(update={"eval_fraction": 0.0})
     try:  # every file read and checked before the model loads
         check_env_inputs(env_config)
@@ -115,12 +116,10 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
         sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
         env, train, held = make_env(env_config, tokenizer, sampling)
         chosen = held if job.split == "eval" else train  # ``all``: nothing is held out
-        summary, states = await run_eval(
-            env, backend, chosen, job.n, out / "rollouts.jsonl", job.concurrency, progress
-        )
+        summary, states = await run_eval(env, backend, chosen, job.n, out.rollouts, job.concurrency, progress)
     finally:
         await backend.close()
-    (out / "summary.json").write_text(
+    out.summary.write_text(
         json.dumps(
             {
                 "job": {**job.__dict__, "env": job.env.model_dump()},
@@ -131,13 +130,11 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
             default=str,
         )
     )
-    plot_summary(summary, states, out / "eval.png")
+    plot_summary(summary, states, out.plot)
     print(format_summary(summary))
     extra = env.report_sections({"model": [plain_state(s) for s in states]})
     if extra:  # e.g. per-tag scores of a criteria dataset
         print("\n" + "\n".join(extra))
-        (out / "report.md").write_text("\n".join(extra) + "\n", encoding="utf-8")
-    print(
-        f"\nrollouts: {out / 'rollouts.jsonl'}\nsummary:  {out / 'summary.json'}\nplot:     {out / 'eval.png'}"
-    )
+        out.report.write_text("\n".join(extra) + "\n", encoding="utf-8")
+    print(f"\nrollouts: {out.rollouts}\nsummary:  {out.summary}\nplot:     {out.plot}")
     return summary

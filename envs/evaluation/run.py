@@ -1,6 +1,6 @@
 """Run an evaluation: ``n`` rollouts of every example through an environment and a backend, scored, written
-to JSONL as they finish; ``evaluate_to_dir`` adds the plot and ``summary.json`` (the trainer's held-out
-evaluations before and after training use it)."""
+to JSONL as they finish; ``evaluate_to_dir`` adds the plot and ``summary.json`` and returns the result typed
+(the trainer's held-out evaluations use it)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
+from envs.evaluation.result import EvalFolder, Evaluation
 from envs.evaluation.summary import EvalSummary, plot_summary, summarize
 from envs.examples import Example
 from rubrics.advantages import assign_advantages
@@ -66,21 +67,21 @@ async def evaluate_to_dir(
     backend: InferenceBackend,
     examples: Sequence[Example],
     n: int,
-    out_dir: Path,
+    folder: EvalFolder,
     seed: int,
-) -> dict[str, Any]:
-    """A held-out evaluation written to ``out_dir`` (``rollouts.jsonl``, ``eval.png``, ``summary.json``);
-    returns the summary as a dict. Sampling is seeded from ``seed`` alone, so the evaluations before and
+) -> Evaluation:
+    """A held-out evaluation, written to ``folder`` for the user (``rollouts.jsonl``, ``eval.png``,
+    ``summary.json``) and returned. Sampling is seeded from ``seed`` alone, so the evaluations before and
     after training draw the same noise."""
     import torch
 
     torch.manual_seed(seed)
     # every group at once: the backend batches all the evaluation's rollouts, as it does a training step's
-    rollouts_path = out_dir / "rollouts.jsonl"
     summary, states = await run_eval(
-        env, backend, examples, n, rollouts_path, concurrency=max(len(examples), 1), progress=False
+        env, backend, examples, n, folder.rollouts, concurrency=max(len(examples), 1), progress=False
     )
-    plot_summary(summary, states, out_dir / "eval.png")
-    result = {**summary.as_dict(), **env.summary_metrics([plain_state(s) for s in states])}
-    (out_dir / "summary.json").write_text(json.dumps(result, indent=2, default=str))
+    plot_summary(summary, states, folder.plot)
+    rollouts = [plain_state(s) for s in states]
+    result = Evaluation(summary, env.summary_metrics(rollouts), rollouts)
+    folder.summary.write_text(json.dumps(result.as_dict(), indent=2, default=str))
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,31 @@ class EvalSummary:
             "tokens_per_s": self.tokens_per_s,
             "distinct_fraction": self.distinct_fraction,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalSummary:
+        """Back from ``as_dict`` (``tokens_per_s`` is computed, not read).
+
+        Raises:
+            KeyError: a field is missing (named).
+            ValueError: a field's value has the wrong form."""
+        missing = [name for name in cls.__dataclass_fields__ if name not in data]
+        if missing:
+            raise KeyError(missing[0])
+        return cls(
+            rollouts=int(data["rollouts"]),
+            examples=int(data["examples"]),
+            errored=int(data["errored"]),
+            reward_mean=float(data["reward_mean"]),
+            reward_ci95=float(data["reward_ci95"]),
+            reward_std=float(data["reward_std"]),
+            pass_rates={k: (int(v["passed"]), int(v["judged"])) for k, v in data["pass_rates"].items()},
+            depth={int(k): int(v) for k, v in data["depth"].items()},
+            stop_reasons={str(k): int(v) for k, v in data["stop_reasons"].items()},
+            completion_tokens=int(data["completion_tokens"]),
+            wall_s=float(data["wall_s"]),
+            distinct_fraction=float(data["distinct_fraction"]),
+        )
 
 
 def summarize(states: Sequence[State], wall_s: float, examples: int) -> EvalSummary:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from train.config import LoraConfig, load_config
+from train.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ def main(model_dir: str, out: str, phase: str) -> None:
     optimised = sorted(names[id(p)] for group in groups for p in group)
     first = 1
     if phase == "resume":
-        saved = load_latest(accelerator, out)
+        saved = load_latest(accelerator, RunFolder(Path(out)))
         assert saved is not None and saved["step"] == 2, saved
         first = 3
     rank = accelerator.process_index
@@ -87,10 +88,15 @@ def main(model_dir: str, out: str, phase: str) -> None:
             policy.scheduler,
         )
         if phase == "train" and step == 2:
-            save_checkpoint(accelerator, out, step, {})
+            save_checkpoint(accelerator, RunFolder(Path(out)), step, {})
         if phase == "train" and step == 3:  # the final checkpoint, in a folder of its own
             save_checkpoint(
-                accelerator, f"{out}/final", step, {}, model=policy.model, tokenizer=policy.tokenizer
+                accelerator,
+                RunFolder(Path(out) / "final"),
+                step,
+                {},
+                model=policy.model,
+                tokenizer=policy.tokenizer,
             )
     adapter = {n: p for n, p in module.named_parameters() if p.requires_grad}
     with gathered(accelerator, list(adapter.values())):

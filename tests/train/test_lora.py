@@ -202,12 +202,13 @@ def test_checkpoints_hold_the_adapter_and_the_final_model_is_merged(
 
     from envs.models.loading import load_causal_lm
     from train.checkpoint import load_latest, save_checkpoint
+    from train.run_folder import RunFolder
     from train.trainer import load_policy
 
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "optim.learning_rate=0.05")
     _step(cfg, accelerator, policy)
     final = save_checkpoint(
-        accelerator, tmp_path / "run", 1, {}, model=policy.model, tokenizer=policy.tokenizer
+        accelerator, RunFolder(tmp_path / "run"), 1, {}, model=policy.model, tokenizer=policy.tokenizer
     )
 
     assert (final / "adapter" / "adapter_config.json").is_file()
@@ -225,7 +226,7 @@ def test_checkpoints_hold_the_adapter_and_the_final_model_is_merged(
     GradientState._reset_state()
     other = Accelerator(cpu=True)
     resumed = load_policy(cfg, other)
-    assert load_latest(other, tmp_path / "run") is not None
+    assert load_latest(other, RunFolder(tmp_path / "run")) is not None
     saved = dict(accelerator.unwrap_model(policy.model).named_parameters())
     for name, param in other.unwrap_model(resumed.model).named_parameters():
         assert torch.equal(param, saved[name]), name

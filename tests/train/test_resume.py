@@ -119,6 +119,10 @@ def test_sigkill_and_resume_is_bitwise_equal_to_an_uninterrupted_run(
     assert rows_b[3]["reward/mean"] == rows_a[3]["reward/mean"]
     assert rows_b[3]["train/loss"] == rows_a[3]["train/loss"]
 
+    # the resumed run reports the evaluation before training that its killed first process kept in the folder
+    report_a, report_b = (a / "report.md").read_text(), (b / "report.md").read_text()
+    assert report_b.replace("# Run report: b\n", "# Run report: a\n", 1) == report_a
+
     weights_a, weights_b = _final_weights(a), _final_weights(b)
     assert weights_a.keys() == weights_b.keys()
     differing = sorted(name for name in weights_a if weights_a[name] != weights_b[name])

@@ -396,7 +396,7 @@ def test_gradient_checkpointing_without_the_deprecated_call(tiny_model_dir: Path
 def test_eval_every_draws_the_held_out_curve(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """``logging.eval_every``: a held-out evaluation every k steps, logged as ``eval/`` at its step, in its own
     folder, and plotted in the held-out panel of ``report.png``."""
-    from train.report import panel_keys, read_metrics
+    from train.report_png import panel_keys, read_metrics
 
     monkeypatch.chdir(ROOT)
     run = tmp_path / "run"

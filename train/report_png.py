@@ -1,4 +1,4 @@
-"""``report.png``: the few curves of a run a researcher reads first (``train.summary`` writes ``report.md``).
+"""``report.png``: the few curves of a run a researcher reads first (``train.report_md`` writes ``report.md``).
 
 ``report.png`` draws these panels from ``metrics.jsonl`` (every other metric is in wandb); a panel with
 nothing logged is left out:
@@ -8,7 +8,7 @@ panel                           what                                            
 ==============================  =================================================  =========================
 Held-out evaluation             mean reward with its 95% interval at each          ``eval/reward_mean`` (step
                                 evaluation; the rubric probe's trivial policies    0 and every
-                                (``probe.json``) as horizontal lines               ``logging.eval_every``),
+                                as horizontal lines                                ``logging.eval_every``),
                                                                                    ``eval_warm_start/...``,
                                                                                    ``eval_final/...``
 Training reward (mean ± std)    the rollouts' reward, a band of one std            ``reward/mean``, ``reward/std``
@@ -28,14 +28,23 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubrics.multistep.probe import PolicyScore
+from train.run_folder import AFTER, BEFORE, WARM_START, RunFolder
+
+_EVALUATIONS = {  # prefix of a held-out evaluation's metrics -> its curve (after training joins the others)
+    BEFORE.prefix(): "held-out",
+    WARM_START.prefix(): "after the warm start",
+    AFTER.prefix(): "held-out",
+}
 HELD_OUT = "Held-out evaluation"
 _REWARD = "Training reward (mean ± std)"
 _PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern of its keys), in reading order
-    (HELD_OUT, r"^eval(_warm_start|_final)?/reward_mean$"),
+    (HELD_OUT, "^(" + "|".join(map(re.escape, _EVALUATIONS)) + ")reward_mean$"),
     (_REWARD, r"^reward/mean$"),
     ("Requirement pass rates", r"^req/"),
     ("Mean |advantage| per requirement node (credit per reply)", r"^credit/.*/advantage_abs$"),
@@ -45,11 +54,6 @@ _PANELS: tuple[tuple[str, str], ...] = (  # (title, pattern of its keys), in rea
     ("Memory (GiB)", r"^memory/"),
 )
 _RIGHT_AXIS = re.compile(r"(^|/)clip/")  # fractions, drawn beside the KL on their own scale
-_EVALUATIONS = {  # prefix of a held-out evaluation's metrics -> its curve (after training joins the others)
-    "eval/": "held-out",
-    "eval_warm_start/": "after the warm start",
-    "eval_final/": "held-out",
-}
 _MAX_LEGEND = 12
 
 
@@ -111,16 +115,14 @@ def panel_keys(keys: list[str]) -> dict[str, list[str]]:
     return {title: panel for title, panel in panels.items() if panel}
 
 
-def figure_data(rows: list[dict[str, Any]], run_dir: str | Path | None = None) -> dict[str, Panel]:
-    """What ``report.png`` draws from the rows of ``read_metrics``: each panel's curves, in reading order.
-
-    ``run_dir``, when given, is where the held-out evaluations' folders and ``probe.json`` are looked for
-    (the clustered intervals and the trivial policies' lines)."""
+def figure_data(rows: list[dict[str, Any]], probe: Sequence[PolicyScore] = ()) -> dict[str, Panel]:
+    """What ``report.png`` draws from the rows of ``read_metrics``: each panel's curves, in reading order;
+    ``probe``, the rubric probe's trivial policies on the held-out set, as lines on the held-out panel."""
     keys = sorted({key for row in rows for key in row})
     panels: dict[str, Panel] = {}
     for title, panel in panel_keys(keys).items():
         if title == HELD_OUT:
-            panels[title] = _held_out(rows, Path(run_dir) if run_dir is not None else None)
+            panels[title] = _held_out(rows, probe)
         elif title == _REWARD:
             mean = _series(rows, "reward/mean")
             std = dict(zip(*_numbers(rows, "reward/std"), strict=True))
@@ -134,14 +136,15 @@ def figure_data(rows: list[dict[str, Any]], run_dir: str | Path | None = None) -
     return panels
 
 
-def write_report(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
-    """Plot the run's main curves from ``metrics_jsonl`` (and the held-out evaluations' folders and
-    ``probe.json`` beside it) into ``out_png``; returns the PNG's path."""
+def write_report_png(run: RunFolder, probe: Sequence[PolicyScore] = ()) -> Path:
+    """Plot the run's main curves from its ``metrics.jsonl`` (every step it logged, those of an earlier
+    process of a resumed run included), with ``probe``'s trivial policies on the held-out panel, into its
+    ``report.png``; returns the PNG's path."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    rows = read_metrics(metrics_jsonl)
-    panels = figure_data(rows, Path(metrics_jsonl).parent)
+    rows = read_metrics(run.metrics)
+    panels = figure_data(rows, probe)
     cols = min(3, max(1, len(panels)))
     nrows = max(1, math.ceil(len(panels) / cols))
     fig = Figure(figsize=(5.2 * cols, 3.4 * nrows), layout="constrained")
@@ -156,11 +159,10 @@ def write_report(metrics_jsonl: str | Path, out_png: str | Path) -> Path:
         ax.set_axis_off()
     if not panels:
         axes[0].text(0.5, 0.5, "no metrics logged", ha="center", va="center")
-    fig.suptitle(f"{Path(metrics_jsonl).parent.name}: {steps} steps")
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    return out
+    fig.suptitle(f"{run.root.name}: {steps} steps")
+    run.root.mkdir(parents=True, exist_ok=True)
+    fig.savefig(run.report_png, dpi=100)
+    return run.report_png
 
 
 def _draw(ax: Any, panel: Panel) -> None:
@@ -203,7 +205,7 @@ def _series(rows: list[dict[str, Any]], key: str) -> Series:
     return Series(key, steps, values)
 
 
-def _held_out(rows: list[dict[str, Any]], run_dir: Path | None) -> Panel:
+def _held_out(rows: list[dict[str, Any]], probe: Sequence[PolicyScore]) -> Panel:
     """The held-out panel: the model's mean reward with its interval at each evaluation (``eval/`` at step 0
     and every ``eval_every`` steps joined with ``eval_final/``; the warm start's apart) and the trivial
     policies' lines."""
@@ -223,9 +225,5 @@ def _held_out(rows: list[dict[str, Any]], run_dir: Path | None) -> Panel:
             if curve
         ]
     )
-    probe = run_dir / "probe.json" if run_dir is not None else None
-    if probe is not None and probe.is_file():
-        panel.lines = {
-            str(r["policy"]): float(r["reward_mean"]) for r in json.loads(probe.read_text("utf-8"))
-        }
+    panel.lines = {row.policy: row.reward_mean for row in probe}
     return panel

@@ -1,121 +1,129 @@
 """``report.md``: the held-out evaluations of a run before and after training (and after the warm start), beside
 the rubric probe's trivial policies, with intervals clustered by scenario, for the held-out set and for each
-further held-out set (``env.extra_eval_scenarios``); and sample replies before and after."""
+further held-out set (``env.extra_eval_scenarios``); and sample replies before and after. It is written from
+the run's held-out results as the trainer kept them (``train.run_folder.HeldOutResults``), or as
+``read_held_out`` reads them back from a finished run's folder."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envs.evaluation import Evaluation
+from rubrics.multistep.probe import (
+    PolicyScore,
+    Rollout,
+    format_table,
+    paired_difference,
+    score_rollouts,
+)
 from train.rollout_metrics import diversity_metrics
+from train.run_folder import AFTER, BEFORE, WARM_START, EvalPoint, HeldOutResults, RunFolder
 
 
-def model_score(name: str, states: list[dict[str, Any]]) -> Any:
+def model_score(name: str, states: list[dict[str, Any]]) -> PolicyScore:
     """The probe's statistics (``rubrics.multistep.probe.PolicyScore``) of a model's evaluated rollouts: the
     mean reward with its interval clustered by scenario, over the rollouts that did not fail (as the
     evaluation's own summary)."""
-    from rubrics.multistep.probe import score_rollouts
-
     rollouts = _healthy_rollouts(states)
     roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
     return score_rollouts(name, rollouts, roots)
 
 
-def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Any]:
+def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Rollout]:
     """The rollouts that did not fail (no error, a finite reward), as the probe's ``Rollout``s: the ones every
     statistic of the report is computed over, keyed by the same scenario names."""
-    from rubrics.multistep.probe import Rollout
-
     healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
     return [Rollout.from_state(s) for s in healthy]
 
 
-def write_summary(
-    run_dir: str | Path,
+def write_report_md(
+    run: RunFolder,
+    held_out: HeldOutResults,
     samples: int = 3,
     sections: Callable[[dict[str, list[dict[str, Any]]]], list[str]] | None = None,
     estimator: str = "",
 ) -> Path:
-    """``report.md`` of a run: the held-out evaluation before and after training side by side (and after the
-    supervised warm start, ``eval_warm_start/``, when the run had one), and sample replies before and after
-    on the same scenarios; then ``sections`` (the environment's ``report_sections``) of the evaluations.
-    ``estimator`` (``AdvantageConfig.describe``) is named under the title.
+    """``report.md`` of ``run``: the held-out evaluation before and after training side by side (and after the
+    supervised warm start when the run had one), and sample replies before and after on the same scenarios;
+    then ``sections`` (the environment's ``report_sections``) of the evaluations. ``estimator``
+    (``AdvantageConfig.describe``) is named under the title.
 
-    Reads ``eval_before/`` and ``eval_after/`` (``summary.json`` and ``rollouts.jsonl`` of each). Every
-    mean reward is given with its 95% interval clustered by scenario (the rollouts of one scenario are not
-    independent), the same number in the headline and in each table; the change in mean reward with the
-    interval of the mean of its per-scenario differences (``paired_difference``). Diversity
-    and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
+    ``held_out`` holds the evaluations and the probe's rows of every held-out set. Every mean reward is given
+    with its 95% interval clustered by scenario (the rollouts of one scenario are not independent), the same
+    number in the headline and in each table; the change in mean reward with the interval of the mean of its
+    per-scenario differences (``paired_difference``). Diversity and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
     over each rollout's replies joined (a reply that restates the previous one counts there). Returns the
     file's path.
 
     Raises:
-        FileNotFoundError: an evaluation folder is missing (a run resumed after its last step has none new).
+        ValueError: the held-out set has no evaluation before or after training.
     """
-    run_dir = Path(run_dir)
-    from rubrics.multistep.probe import paired_difference
-
-    evals, scores = _evaluations(run_dir)
-    (_, before_rows), (after, after_rows) = evals["before"], evals["after"]
-    before_score, after_score = scores["before"], scores["after"]
+    evals, scores = _evaluations(held_out)
+    before_rows, after = evals[BEFORE].rollouts, evals[AFTER]
+    before_score, after_score = scores[BEFORE], scores[AFTER]
     change, change_ci, _ = paired_difference(after_score, before_score)
     verdict = "rose by more than" if change > change_ci else "did not rise by more than"
     lines = [
-        f"# Run report: {run_dir.name}",
+        f"# Run report: {run.root.name}",
         "",
         *([f"Advantage estimator: {estimator}.", ""] if estimator else []),
         f"Held-out mean reward {verdict} its 95% interval: {before_score.reward_mean:.3f} ± "
         f"{before_score.reward_ci95:.3f} before, {after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} "
-        f"after, change {change:+.3f} ± {change_ci:.3f} ({after['rollouts']} rollouts on {after['examples']} "
-        "scenarios; intervals clustered by scenario).",
+        f"after, change {change:+.3f} ± {change_ci:.3f} ({after.summary.rollouts} rollouts on "
+        f"{after.summary.examples} scenarios; intervals clustered by scenario).",
         "",
         *_summary_table(evals, scores),
         "",
-        *_beside_trivial_policies(run_dir, scores, evals),
-        *_further_sets(run_dir),
-        *_pooled(run_dir),
-        *(sections({_MODEL_ROWS[when]: rows for when, (_, rows) in evals.items()}) if sections else []),
-        "![curves](report.png)",
+        *_beside_trivial_policies(held_out, scores, evals),
+        *_further_sets(held_out),
+        *_pooled(held_out),
+        *(sections({_MODEL_ROWS[when]: e.rollouts for when, e in evals.items()}) if sections else []),
+        f"![curves]({run.report_png.name})",
         "",
         "## Sample replies, before and after",
         "",
-        *_sample_replies(before_rows, after_rows, samples),
+        *_sample_replies(before_rows, after.rollouts, samples),
     ]
-    out = run_dir / "report.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+    run.report_md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return run.report_md
 
 
-def _evaluations(run_dir: Path, name: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+def _evaluations(
+    held_out: HeldOutResults, name: str = ""
+) -> tuple[dict[EvalPoint, Evaluation], dict[EvalPoint, PolicyScore]]:
     """The evaluations of the held-out set (``name`` ""), or of the further set ``name``: before, after the
-    warm start when there was one, and after training, each as (summary, rollouts), and their scores."""
-    suffix = f"_{name}" if name else ""
-    folders = {when: run_dir / f"eval_{when}{suffix}" for when in ("before", "warm_start", "after")}
-    if not (folders["warm_start"] / "summary.json").is_file():
-        del folders["warm_start"]
-    evals = {when: _read_eval(folder) for when, folder in folders.items()}
-    scores = {when: model_score(_MODEL_ROWS[when], rows) for when, (_, rows) in evals.items()}
+    warm start when there was one, and after training, and their scores."""
+    evals = {p: e for p in _MODEL_ROWS if (e := held_out.evaluation(p, name)) is not None}
+    for when in (BEFORE, AFTER):
+        if when not in evals:
+            raise ValueError(f"{when.folder_name(name)}: no such held-out evaluation in the run")
+    scores = {when: model_score(_MODEL_ROWS[when], e.rollouts) for when, e in evals.items()}
     return evals, scores
 
 
-def _further_sets(run_dir: Path) -> list[str]:
-    """A section per further held-out set (``eval_after_<name>/``): its table, and the trained model minus
-    each earlier evaluation, paired by scenario."""
-    from rubrics.multistep.probe import paired_difference
+def _further_names(held_out: HeldOutResults) -> list[str]:
+    """The further held-out sets evaluated before and after training, by name."""
+    return sorted(
+        name
+        for name in held_out.sets
+        if name and None not in (held_out.evaluation(BEFORE, name), held_out.evaluation(AFTER, name))
+    )
 
+
+def _further_sets(held_out: HeldOutResults) -> list[str]:
+    """A section per further held-out set: its table, and the trained model minus each earlier evaluation,
+    paired by scenario."""
     lines = []
-    for folder in sorted(run_dir.glob("eval_after_*")):
-        name = folder.name.removeprefix("eval_after_")
-        if not (run_dir / f"eval_before_{name}" / "summary.json").is_file():
-            continue
-        evals, scores = _evaluations(run_dir, name)
+    for name in _further_names(held_out):
+        evals, scores = _evaluations(held_out, name)
         lines += [f"## Further held-out set: {name}", "", *_summary_table(evals, scores), ""]
         for when, score in scores.items():
-            if when != "after":
-                diff, half, n = paired_difference(scores["after"], score)
+            if when != AFTER:
+                diff, half, n = paired_difference(scores[AFTER], score)
                 lines.append(f"- trained minus {score.policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios")
         lines += [*_first_decision(evals), ""]
     return lines
@@ -127,27 +135,17 @@ def _versus(policy: str, diff: float, half: float, n: int) -> str:
     return f"- {policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
 
 
-def _pooled(run_dir: Path) -> list[str]:
+def _pooled(held_out: HeldOutResults) -> list[str]:
     """With further held-out sets: the trained model minus every other row (the earlier evaluations, and each
-    trivial policy probed on every set, ``probe_<name>.json``), paired by scenario over every held-out set
-    together. Empty with one set."""
-    from dataclasses import replace
-
-    from rubrics.multistep.probe import PolicyScore, paired_difference
-
-    names = [""] + [
-        f.name.removeprefix("eval_after_")
-        for f in sorted(run_dir.glob("eval_after_*"))
-        if (run_dir / f"eval_before_{f.name.removeprefix('eval_after_')}" / "summary.json").is_file()
-    ]
+    trivial policy probed on every set), paired by scenario over every held-out set together. Empty with one
+    set."""
+    names = ["", *_further_names(held_out)]
     if len(names) < 2:
         return []
     pooled: dict[str, list[PolicyScore]] = {}
     for name in names:
-        rows = list(_evaluations(run_dir, name)[1].values())
-        probe = run_dir / f"probe{f'_{name}' if name else ''}.json"
-        if probe.is_file():
-            rows += [PolicyScore.from_dict(r) for r in json.loads(probe.read_text(encoding="utf-8"))]
+        rows = list(_evaluations(held_out, name)[1].values())
+        rows += held_out.probe(name) or []
         for row in rows:  # scenario keys carry their set: two sets may hold scenarios of one name
             keyed = {f"{name or 'held-out'}/{k}": v for k, v in row.scenario_rewards.items()}
             pooled.setdefault(row.policy, []).append(replace(row, scenario_rewards=keyed))
@@ -158,7 +156,7 @@ def _pooled(run_dir: Path) -> list[str]:
         )
 
     complete = {policy: merged(parts) for policy, parts in pooled.items() if len(parts) == len(names)}
-    trained = complete.pop(_MODEL_ROWS["after"])
+    trained = complete.pop(_MODEL_ROWS[AFTER])
     sets = ", ".join(name or "held-out" for name in names)
     lines = [
         f"## Pooled over every held-out set ({sets})",
@@ -171,13 +169,10 @@ def _pooled(run_dir: Path) -> list[str]:
     return [*lines, ""]
 
 
-def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[str]:
+def _first_decision(evals: dict[EvalPoint, Evaluation]) -> list[str]:
     """The trained model minus each earlier evaluation in how often the first decision (the DAG's level-0
     requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the part
     of the reward GRPO sees first."""
-    from dataclasses import replace
-
-    from rubrics.multistep.probe import PolicyScore, paired_difference, score_rollouts
 
     def right(rows: list[dict[str, Any]]) -> PolicyScore:
         """The probe's statistics with each rollout's reward replaced by 1 if its first decision is right."""
@@ -187,13 +182,13 @@ def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]
             scored.append(replace(rollout, reward=float(bool(roots) and all(r["correct"] for r in roots))))
         return score_rollouts("", scored, [])
 
-    if not any(r.results for _, rows in evals.values() for r in _healthy_rollouts(rows)):
+    if not any(r.results for e in evals.values() for r in _healthy_rollouts(e.rollouts)):
         return []  # no requirement DAG (a criteria environment): no first decision
-    after = right(evals["after"][1])
+    after = right(evals[AFTER].rollouts)
     lines = []
-    for when, (_, rows) in evals.items():
-        if when != "after":
-            diff, half, n = paired_difference(after, right(rows))
+    for when, e in evals.items():
+        if when != AFTER:
+            diff, half, n = paired_difference(after, right(e.rollouts))
             lines.append(
                 f"- first decision right, trained minus {_MODEL_ROWS[when]}: {diff:+.3f} ± {half:.3f} "
                 f"over {n} scenarios (fraction of rollouts)"
@@ -201,23 +196,20 @@ def _first_decision(evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]
     return lines
 
 
-_MODEL_ROWS = {"before": "untrained", "warm_start": "warm start only", "after": "trained"}
-"""The report's name of each evaluation of the model."""
+_MODEL_ROWS = {BEFORE: "untrained", WARM_START: "warm start only", AFTER: "trained"}
+"""The evaluations of the model the report sets side by side, in this order, and the name of each."""
 
 
 def _beside_trivial_policies(
-    run_dir: Path, model: dict[str, Any], evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
+    held_out: HeldOutResults, model: dict[EvalPoint, PolicyScore], evals: dict[EvalPoint, Evaluation]
 ) -> list[str]:
     """The model's evaluations (untrained, after the warm start when there was one, trained) beside the
-    rubric probe's policies (``probe.json``, written by the trainer before training) on the held-out
-    scenarios: rewards with intervals clustered by scenario, root accuracy per branch, pass rates per level,
-    and the trained model's paired difference against each other row, in reward and in the first decision."""
-    from rubrics.multistep.probe import PolicyScore, format_table, paired_difference
-
-    probe_file = run_dir / "probe.json"
-    if not probe_file.is_file():
+    rubric probe's policies (probed by the trainer before training) on the held-out scenarios: rewards with
+    intervals clustered by scenario, root accuracy per branch, pass rates per level, and the trained model's
+    paired difference against each other row, in reward and in the first decision."""
+    probe_rows = held_out.probe()
+    if probe_rows is None:
         return []
-    probe_rows = [PolicyScore.from_dict(r) for r in json.loads(probe_file.read_text(encoding="utf-8"))]
     table = [*model.values(), *probe_rows]
     lines = ["## Held-out, beside the trivial policies", "", *format_table(table), ""]
     lines += [
@@ -225,24 +217,22 @@ def _beside_trivial_policies(
         "`ideal` is the ceiling, not a trivial policy:",
         "",
     ]
-    for other in [row for when, row in model.items() if when != "after"] + probe_rows:
-        lines.append(_versus(other.policy, *paired_difference(model["after"], other)))
+    for other in [row for when, row in model.items() if when != AFTER] + probe_rows:
+        lines.append(_versus(other.policy, *paired_difference(model[AFTER], other)))
     return [*lines, *_first_decision(evals), ""]
 
 
-def _summary_table(
-    evals: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], scores: dict[str, Any]
-) -> list[str]:
+def _summary_table(evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, PolicyScore]) -> list[str]:
     """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward (with
     its clustered interval, ``scores``), replies, diversity and repetition, tokens, requirement pass rates."""
-    summaries = {when: summary for when, (summary, _) in evals.items()}
-    replies = {when: [m for r in rows for m in _reply_list(r)] for when, (_, rows) in evals.items()}
+    summaries = {when: e.summary for when, e in evals.items()}
+    replies = {when: [m for r in e.rollouts for m in _reply_list(r)] for when, e in evals.items()}
     diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
     # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
-    whole = {when: diversity_metrics([_replies(r) for r in rows]) for when, (_, rows) in evals.items()}
-    names = {"before": "before", "warm_start": "after the warm start", "after": "after"}
+    whole = {when: diversity_metrics([_replies(r) for r in e.rollouts]) for when, e in evals.items()}
+    names = {BEFORE: "before", WARM_START: "after the warm start", AFTER: "after"}
 
-    def row(label: str, cell: Callable[[str], str]) -> str:
+    def row(label: str, cell: Callable[[EvalPoint], str]) -> str:
         return f"| {label} | " + " | ".join(cell(when) for when in evals) + " |"
 
     lines = [
@@ -256,17 +246,17 @@ def _summary_table(
     ]
     for key in ("distinct_fraction", "distinct_2", "repetition_rate"):
 
-        def share(when: str, key: str = key) -> str:
+        def share(when: EvalPoint, key: str = key) -> str:
             return f"{diversity[when][key]:.3f}"
 
         lines.append(row(f"{key} (per reply)", share))
     lines.append(row("repetition_rate (whole rollout)", lambda when: f"{whole[when]['repetition_rate']:.3f}"))
-    lines.append(row("completion tokens", lambda when: str(summaries[when]["completion_tokens"])))
-    for name in sorted({n for summary in summaries.values() for n in summary.get("pass_rates", {})}):
+    lines.append(row("completion tokens", lambda when: str(summaries[when].completion_tokens)))
+    for name in sorted({n for summary in summaries.values() for n in summary.pass_rates}):
 
-        def rate(when: str, name: str = name) -> str:
-            tally = summaries[when].get("pass_rates", {}).get(name)
-            return f"{tally['passed']}/{tally['judged']}" if tally else "-"
+        def rate(when: EvalPoint, name: str = name) -> str:
+            tally = summaries[when].pass_rates.get(name)
+            return f"{tally[0]}/{tally[1]}" if tally else "-"
 
         lines.append(row(f"requirement {name} passed", rate))
     return lines
@@ -289,12 +279,6 @@ def _sample_replies(
             lines.append(f"**{when}** (reward {sample.get('reward', math.nan):.3f}):")
             lines += ["", *(f"> {text}" for text in _quote(_replies(sample), 1200).splitlines()), ""]
     return lines
-
-
-def _read_eval(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    rows = [json.loads(x) for x in (folder / "rollouts.jsonl").read_text(encoding="utf-8").splitlines() if x]
-    return summary, rows
 
 
 def _reply_list(row: dict[str, Any]) -> list[str]:
