@@ -74,8 +74,8 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object
     from train.distributed import peak_rss_gib, resolve_mixed_precision, tune_host_allocator
     from train.memory_check import make_setup
     from train.memory_plan import GIB, estimate, read_shapes
+    from train.policy import load_policy
     from train.step import train_step
-    from train.trainer import load_policy
 
     fixed = [
         f"model.name_or_path={folder}",

@@ -41,8 +41,8 @@ def one_step(
     from train.batching import collate
     from train.config import load_config
     from train.distributed import peak_rss_gib, tune_host_allocator
+    from train.policy import load_policy
     from train.step import train_step
-    from train.trainer import load_policy
 
     cfg = load_config(CONFIG, ["model.mixed_precision='no'", *overrides])
     tune_host_allocator(cfg)  # as the trainer does on a CPU

@@ -25,24 +25,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envs.backends.base import TrainingBackend
 from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
-from envs.models import resolve_model
-from envs.models.loading import check_versions, load_causal_lm
+from envs.models.loading import check_versions
 from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
-from train.batching import rollouts_to_batch
 from train.checkpoint import load_latest, save_checkpoint
-from train.config import LoggingConfig, ModelConfig, RolloutConfig, TrainConfig, deepspeed_launched
+from train.config import LoggingConfig, RolloutConfig, TrainConfig
 from train.distributed import make_accelerator, peak_memory_gib, tune_host_allocator
-from train.lora import AdapterOff, adapt, save_adapter_checkpoints
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
+from train.policy import Policy, load_policy
 from train.report_md import write_report_md
 from train.report_png import write_report_png
 from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
@@ -64,11 +62,9 @@ from train.types import Rollout
 from train.warm_start import run_warm_start
 
 if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
-    import torch
     from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
 
-    from train.lora import AdapterOff
 
 # torch, transformers and accelerate (and train.step, which imports torch) are imported inside the
 # functions that use them: after check_versions(), so that a too-old transformers stops with its message,
@@ -184,121 +180,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if accelerator.is_main_process:
         _write_reports(run, held_out, after is not None, env, cfg.advantage.describe())
     return {"run_dir": str(run.root), "before": before, "after": after}
-
-
-@dataclass
-class Policy:
-    """The model being trained and what updates it."""
-
-    model: torch.nn.Module
-    """The prepared (accelerate-wrapped) policy."""
-    ref_model: torch.nn.Module | AdapterOff | None
-    """The frozen reference model of the KL term (``loss.beta > 0``), else None; under LoRA the policy with
-    its adapter off (``train.lora.AdapterOff``), not a second model."""
-    optimizer: torch.optim.Optimizer
-    """AdamW over the policy's trainable parameters: all of them, or the LoRA adapter's (prepared)."""
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    """The learning-rate schedule (prepared; stepped once per optimiser step)."""
-    tokenizer: PreTrainedTokenizerBase
-    """The policy's tokenizer."""
-    model_dir: Path
-    """The local folder the policy was loaded from."""
-
-    def learn(
-        self,
-        rollouts: StepRollouts,
-        cfg: TrainConfig,
-        accelerator: Accelerator,
-        backend: TrainingBackend,
-        step: int,
-    ) -> dict[str, float]:
-        """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
-        backend's thread when it has one, so it tells the backend the weights changed before any queued
-        generation runs."""
-        from train.step import train_step  # imports torch
-
-        pad = self.tokenizer.pad_token_id or 0
-        batch = rollouts_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
-        # generation may run ahead: the weights never change under it (train_step holds the lock to step)
-        args = (
-            self.model,
-            self.ref_model,
-            batch,
-            cfg,
-            accelerator,
-            self.optimizer,
-            self.scheduler,
-            backend.lock,
-        )
-        stats = train_step(*args)
-        backend.weights_changed(step + 1)
-        return stats
-
-
-def load_policy(cfg: TrainConfig, accelerator: Accelerator) -> Policy:
-    """The policy, its reference model, optimiser and schedule, prepared by ``accelerator``."""
-    import torch
-    from transformers import AutoTokenizer, get_scheduler
-
-    model_dir = resolve_model(cfg.model.name_or_path)
-    dtype = getattr(torch, cfg.model.dtype)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = load_causal_lm(model_dir, dtype=dtype, attn_implementation=cfg.model.attn_implementation)
-    if cfg.model.lora is not None:  # only the adapter trains (train.lora)
-        model = adapt(model, cfg.model.lora)
-    check_updates_land(model, cfg.model, cfg.optim.learning_rate)
-    if cfg.model.gradient_checkpointing:
-        # transformers 5.25 renamed it; the old name warns on every run (older versions have only it)
-        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
-    ref_model = None
-    if cfg.loss.beta > 0 and cfg.model.lora is None:
-        ref_model = load_causal_lm(model_dir, dtype=dtype).eval().requires_grad_(False)
-        ref_model = ref_model.to(accelerator.device)
-    optim = cfg.optim
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        trainable, lr=optim.learning_rate, betas=optim.adam_betas, weight_decay=optim.weight_decay
-    )
-    scheduler = get_scheduler(optim.schedule, optimizer, optim.warmup_steps, cfg.max_steps)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    if cfg.model.lora is not None:  # the reference is the policy with its adapter off: no second model
-        ref_model = AdapterOff(accelerator.unwrap_model(model)) if cfg.loss.beta > 0 else None
-        save_adapter_checkpoints(accelerator)
-    return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
-
-
-MANTISSA_BITS = {"bfloat16": 7, "float16": 10}
-"""Explicit mantissa bits of the half-precision dtypes: a weight ``w`` moves only by at least half a unit
-in the last place, ``|w| * 2**-(bits + 1)``."""
-
-
-def check_updates_land(
-    model: torch.nn.Module, model_cfg: ModelConfig, lr: float, max_lost: float = 0.5
-) -> None:
-    """Refuse a run whose AdamW updates would round away: pure half-precision weights (no fp32 master copy)
-    at a learning rate below half a unit in the last place of most weights. AdamW moves a weight by about
-    the learning rate per step, so with bf16 weights of magnitude 0.02 anything below ~8e-5 is lost.
-    DeepSpeed keeps fp32 master weights of its own, so its launches are not checked."""
-    import torch
-
-    dtype = model_cfg.dtype
-    bits = MANTISSA_BITS.get(dtype)
-    if bits is None or deepspeed_launched():
-        return
-    lost = total = 0
-    with torch.no_grad():
-        for p in model.parameters():  # under LoRA: the adapter alone (peft keeps it in float32)
-            if not p.requires_grad or p.dtype != getattr(torch, dtype):
-                continue
-            lost += int((p.detach().abs().float() * 2.0 ** -(bits + 1) > lr).sum())
-            total += p.numel()
-    if lost > max_lost * total:
-        raise ValueError(
-            f"model.dtype: {dtype} weights with AdamW at optim.learning_rate {lr:g}: the updates of "
-            f"{lost / total:.0%} of the parameters are smaller than half a {dtype} step and round "
-            "away, so the policy barely moves; train float32 weights with bf16 autocast instead "
-            "(model.dtype: float32, model.mixed_precision: bf16), or raise the learning rate"
-        )
 
 
 async def _sync(

@@ -27,11 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.messages import show
 from train.config import TrainConfig, WarmStartConfig
+from train.lora import AdapterOff
 from train.run_folder import RunFolder
 
 if TYPE_CHECKING:  # accelerate, torch and transformers load only where a function uses them
@@ -40,26 +41,7 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from envs.environment import Environment
-    from train.lora import AdapterOff
-
-
-class WarmStartPolicy(Protocol):
-    """What the warm start reads of the trainer's ``train.trainer.Policy``."""
-
-    @property
-    def model(self) -> torch.nn.Module:
-        """The prepared policy."""
-        ...
-
-    @property
-    def ref_model(self) -> torch.nn.Module | AdapterOff | None:
-        """The KL term's reference model, or None."""
-        ...
-
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The policy's tokenizer."""
-        ...
+    from train.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -272,12 +254,12 @@ def load_into(module: torch.nn.Module, folder: Path) -> None:
 def run_warm_start(
     cfg: TrainConfig,
     accelerator: Accelerator,
-    policy: WarmStartPolicy,
+    policy: Policy,
     env: Environment,
     held_out: list[str],
     start_step: int,
 ) -> None:
-    """The trainer's warm start of ``policy`` (``train.trainer.Policy``): imitate the demonstrations, save the
+    """The trainer's warm start of ``policy`` (``train.policy.Policy``): imitate the demonstrations, save the
     result, and make it the KL reference. A finished one in the run folder is loaded instead of run again;
     a resumed run (``start_step > 0``) has its policy from the checkpoint and takes only the reference from
     it."""
@@ -321,7 +303,5 @@ def run_warm_start(
         accelerator.wait_for_everyone()
     reference = policy.ref_model
     if reference is not None:
-        from train.lora import AdapterOff
-
         assert not isinstance(reference, AdapterOff)  # the config refuses a warm start under LoRA
         reference.load_state_dict(unwrapped.state_dict())

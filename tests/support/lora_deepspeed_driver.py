@@ -51,8 +51,8 @@ def main(model_dir: str, out: str, phase: str) -> None:
     from train.checkpoint import load_latest, save_checkpoint
     from train.distributed import make_accelerator
     from train.lora import AdapterOff, gathered
+    from train.policy import load_policy
     from train.step import train_step
-    from train.trainer import load_policy
 
     overrides = [f"model.name_or_path={model_dir}", f"logging.output_dir={out}", "loss.beta=0.1"]
     overrides += ["optim.micro_batch_size=2", "rollout.backend=vllm", "rollout.vllm_urls=[http://unused:1]"]

@@ -58,7 +58,7 @@ def _policy(tiny_model_dir: Path, tmp_path: Path, *overrides: str) -> tuple[Any,
     """The config, accelerator and policy of a LoRA run on the tiny model."""
     from accelerate import Accelerator
 
-    from train.trainer import load_policy
+    from train.policy import load_policy
 
     cfg = run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.lora={}", *overrides)
     accelerator = Accelerator(cpu=True)
@@ -113,13 +113,13 @@ def test_only_the_adapter_is_trained(tiny_model_dir: Path, tmp_path: Path) -> No
 def test_the_reference_is_the_base_model_without_a_second_copy(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from train import trainer as trainer_module
+    from train import policy as policy_module
     from train.lora import AdapterOff
     from train.step import forward_logprobs
 
     loads = []
-    real = trainer_module.load_causal_lm
-    monkeypatch.setattr(trainer_module, "load_causal_lm", lambda *a, **k: loads.append(a) or real(*a, **k))
+    real = policy_module.load_causal_lm
+    monkeypatch.setattr(policy_module, "load_causal_lm", lambda *a, **k: loads.append(a) or real(*a, **k))
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "loss.beta=0.1", "optim.learning_rate=0.05")
     assert len(loads) == 1 and isinstance(policy.ref_model, AdapterOff)
     assert policy.ref_model.module is accelerator.unwrap_model(policy.model)
@@ -202,8 +202,8 @@ def test_checkpoints_hold_the_adapter_and_the_final_model_is_merged(
 
     from envs.models.loading import load_causal_lm
     from train.checkpoint import load_latest, save_checkpoint
+    from train.policy import load_policy
     from train.run_folder import RunFolder
-    from train.trainer import load_policy
 
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "optim.learning_rate=0.05")
     _step(cfg, accelerator, policy)

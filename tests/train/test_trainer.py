@@ -361,7 +361,7 @@ def test_the_gpu_configs_numerics_move_the_weights(tiny_model_dir: Path, tmp_pat
 def test_pure_bf16_weights_at_a_small_learning_rate_are_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
     from accelerate import Accelerator
 
-    from train.trainer import load_policy
+    from train.policy import load_policy
 
     cfg = run_config(
         "tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.dtype=bfloat16", "optim.learning_rate=1e-6"
@@ -381,7 +381,7 @@ def test_gradient_checkpointing_without_the_deprecated_call(tiny_model_dir: Path
 
     from accelerate import Accelerator
 
-    from train.trainer import load_policy
+    from train.policy import load_policy
 
     cfg = run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "run", "model.gradient_checkpointing=true")
     accelerator = Accelerator(cpu=True)
