@@ -1,0 +1,141 @@
+"""Where the local backend's sampling time goes: one batch of rows decoded exactly as ``LocalBackend`` decodes
+it (``envs.backends.decode.decode`` inside ``packed_linears``, the sampling copy in the dtype the trainer
+would pick), timed, then profiled once with ``torch.profiler``; and, with ``--lengths N``, whether free
+completions from one chat prompt run as long through our sampler as through transformers' ``generate``.
+
+    .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32]
+
+Every row is forced to ``--tokens`` tokens (``min_new_tokens``), so the work is fixed. Prints one JSON object:
+the best decode time of ``--repeats``, milliseconds per decode forward, linear-layer calls per forward, and the
+share of the profiled CPU time of the operators that took the most (self time); with ``--lengths``, the mean
+completion length of N samples at temperature 1 through each sampler (same prompt, same limit, top-k off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROMPT = [{"role": "user", "content": "You arrive at a car crash on a quiet road. What do you do first?"}]
+
+
+def _decode_once(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> tuple[float, int]:
+    import torch
+
+    from envs.backends.decode import DecodeStats, Decoding, decode
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (rows, 48), generator=gen)
+    how = Decoding(tokens, tokens, temperature=1.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
+    stats = DecodeStats()
+    started = time.perf_counter()
+    decode(model, ids, torch.ones_like(ids), None, how, stats)
+    return time.perf_counter() - started, stats.forwards
+
+
+def profile_decode(model: Any, args: argparse.Namespace, stop_id: int, pad_id: int) -> dict[str, Any]:
+    """The best of ``args.repeats`` timed decodes (after a warm-up), then one under the profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from envs.backends.decode import packed_linears
+
+    with torch.inference_mode(), packed_linears(model):
+        _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
+        runs = [_decode_once(model, args.rows, args.tokens, stop_id, pad_id) for _ in range(args.repeats)]
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            _, forwards = _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.top]
+    linear_calls = sum(e.count for e in events if e.key in ("mkldnn::_linear_pointwise", "aten::linear"))
+    best = min(s for s, _ in runs)
+    return {
+        "decode_s": [round(s, 3) for s, _ in runs],
+        "ms_per_forward": round(1000 * best / forwards, 2),
+        "forwards": forwards,
+        "linear_calls_per_forward": round(linear_calls / forwards, 1),
+        "self_cpu_share": {e.key: round(e.self_cpu_time_total / total, 3) for e in top},
+        "calls_per_forward": {e.key: round(e.count / forwards, 1) for e in top},
+    }
+
+
+def compare_lengths(model_dir: Path, n: int, tokens: int) -> dict[str, Any]:
+    """Mean completion length of ``n`` free samples from ``PROMPT`` through our local backend and through
+    transformers' ``generate`` on the same float32 model (temperature 1, top-p 1, top-k off)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from envs.backends.base import SamplingParams, plain_generate_kwargs
+    from envs.build import make_backend
+    from envs.models.loading import load_causal_lm
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    encoded: Any = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True, return_dict=True)
+    ids = list(encoded["input_ids"])
+    backend, _ = make_backend("local", model_dir, sampling_dtype=None)
+    params = SamplingParams(n=n, temperature=1.0, top_p=1.0, max_tokens=tokens, seed=0)
+    ours = [len(s.completion_ids) for s in asyncio.run(backend.generate(ids, params))]
+    model = load_causal_lm(model_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        out = model.generate(
+            torch.tensor([ids] * n),
+            attention_mask=torch.ones(n, len(ids), dtype=torch.long),
+            do_sample=True,
+            max_new_tokens=tokens,
+            **{**plain_generate_kwargs(), "temperature": 1.0, "top_p": 1.0, "top_k": 0},
+        )
+    eos = tokenizer.eos_token_id
+    theirs = []
+    for row in out[:, len(ids) :].tolist():
+        theirs.append(row.index(eos) + 1 if eos in row else len(row))
+    return {
+        "samples": n,
+        "ours_mean_tokens": statistics.mean(ours),
+        "generate_mean_tokens": statistics.mean(theirs),
+    }
+
+
+def main() -> None:
+    import torch
+
+    from envs.models import resolve_model
+    from envs.models.loading import load_causal_lm
+    from train.distributed import resolve_inference_dtype
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2", help="a name envs.models resolves, or a local folder")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--top", type=int, default=10, help="operators listed")
+    parser.add_argument("--lengths", type=int, default=0, help="also compare free lengths over N samples")
+    args = parser.parse_args()
+    model_dir = Path(resolve_model(args.model))
+    dtype = resolve_inference_dtype("auto") or "float32"  # what the trainer's local backend samples in
+    model = load_causal_lm(model_dir, dtype=getattr(torch, dtype), attn_implementation="sdpa").eval()
+    eos = int(model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 2)
+    result: dict[str, Any] = {
+        "model": str(model_dir),
+        "dtype": dtype,
+        "rows": args.rows,
+        "tokens": args.tokens,
+    }
+    result.update(profile_decode(model, args, stop_id=eos, pad_id=eos))
+    if args.lengths:
+        result["lengths"] = compare_lengths(model_dir, args.lengths, args.tokens)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
