@@ -9,7 +9,6 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
