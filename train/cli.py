@@ -184,7 +184,7 @@ def _gui(args: argparse.Namespace) -> int:
 def run_train(config: str, overrides: list[str]) -> int:
     """``rubric-grpo train`` and ``python -m train``: check the config and every file it names before any
     model loads (each problem one line on stderr, exit 2), then train (exit 0)."""
-    from train.config import ConfigError, load_config
+    from train.config_files import ConfigError, load_config
 
     try:
         cfg = load_config(config, overrides)  # every field checked before any model is loaded
@@ -216,7 +216,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from envs.models import ModelNotAvailableError
-    from train.config import ConfigError, load_config
+    from train.config_files import ConfigError, load_config
     from train.memory_check import MemoryPlanError, check_fits, format_table, make_setup, model_config_json
     from train.memory_plan import estimate, read_shapes
 

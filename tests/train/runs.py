@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from train.config import TrainConfig, load_config
+from train.config import TrainConfig
+from train.config_files import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from train.config import ConfigError, TrainConfig, load_config
+from train.config import TrainConfig
+from train.config_files import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs/train").glob("*.yaml"))
@@ -123,8 +124,8 @@ def test_invalid_config_fails_before_any_model_loads(tmp_path: Path) -> None:
     assert "TORCH False" in out.stdout
 
 
-def test_config_models_import_without_torch() -> None:
-    code = "import sys, train.config; print('torch' in sys.modules)"
+def test_config_models_and_their_reader_import_without_torch() -> None:
+    code = "import sys, train.config, train.config_files; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 

@@ -481,7 +481,7 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
 
 def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     from envs.build import extra_held_out, multistep_inputs
-    from train.config import ConfigError
+    from train.config_files import ConfigError
 
     monkeypatch.chdir(ROOT)
     train_file = "configs/scenarios/first_responder_train.yaml"
