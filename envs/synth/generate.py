@@ -21,7 +21,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from rubrics.judges.base import JudgeError
-from rubrics.judges.client import JudgeClientStats, LLMJudgeClient, MalformedVerdictError
+from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.faults import MalformedVerdictError
+from rubrics.judges.stats import JudgeClientStats
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from rubrics.autograders import PerCriterionGrader, PerCriterionOneShotGrader, R
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria import CriteriaRubric
 from rubrics.judges import JudgeError, LLMJudgeClient
-from rubrics.judges.client import snapshot_delta
+from rubrics.judges.stats import snapshot_delta
 from rubrics.types import State
 from tests.support.judge_server import JudgeServer, prompt_tokens, token_count
 
