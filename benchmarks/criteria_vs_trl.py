@@ -60,7 +60,7 @@ EVAL_N = 4
 def _task(spec: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
     """The run config (with the spec's model), its training and held-out ``CriteriaExample``s."""
     from envs.build import criteria_inputs
-    from train.config import load_config
+    from train.config_files import load_config
 
     cfg = load_config(CONFIG, [f"model.name_or_path={spec['model']}", *spec.get("overrides", [])])
     train, held = criteria_inputs(cfg.env)

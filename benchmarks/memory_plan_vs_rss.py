@@ -70,7 +70,7 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object
     from accelerate import Accelerator
 
     from train.batching import collate
-    from train.config import load_config
+    from train.config_files import load_config
     from train.distributed import peak_rss_gib, resolve_mixed_precision, tune_host_allocator
     from train.memory_check import make_setup
     from train.memory_plan import GIB, estimate, read_shapes

@@ -178,7 +178,7 @@ def main() -> None:
     import torch
 
     import train.trainer as trainer_module
-    from train.config import load_config
+    from train.config_files import load_config
 
     work = Path(args.out or tempfile.mkdtemp(prefix="rollout_step_"))
     shutil.rmtree(work, ignore_errors=True)

@@ -39,7 +39,7 @@ def one_step(
     from accelerate import Accelerator
 
     from train.batching import collate
-    from train.config import load_config
+    from train.config_files import load_config
     from train.distributed import peak_rss_gib, tune_host_allocator
     from train.policy import load_policy
     from train.step import train_step

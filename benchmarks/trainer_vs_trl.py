@@ -89,7 +89,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     """Our trainer on ``spec``; per-step times and rewards from its ``metrics.jsonl``."""
     import train.task as train_task
     from envs.backends.base import SamplingParams
-    from train.config import load_config
+    from train.config_files import load_config
     from train.trainer import train
 
     if spec["force_length"]:  # the config has no min_tokens: build the environment's sampling with one

@@ -1,5 +1,5 @@
 """``python -m train CONFIG [key.path=value ...]`` and ``accelerate launch -m train CONFIG ...``; the same as
-``rubric-grpo train`` (``train.cli.run_train``)."""
+``rubric-grpo train`` (``train.commands.run_train``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print("usage: python -m train CONFIG.yaml [section.field=value ...]", file=sys.stderr)
         return 0 if args else 2
-    from train.cli import run_train
+    from train.commands import run_train
 
     return run_train(args[0], args[1:])
 

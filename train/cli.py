@@ -1,242 +1,13 @@
-"""The ``rubric-grpo`` command. Each subcommand imports its heavy modules only when it runs."""
+"""The ``rubric-grpo`` command line: its parser, one ``_add_*`` per subcommand, and ``main``, which hands the
+parsed arguments to the subcommand's function in ``train.commands``."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
-from pathlib import Path
 from typing import TypeAlias
 
-
-def _score(args: argparse.Namespace) -> int:
-    from rubrics.batch import InputError, import_rubric, read_states, score_states
-    from rubrics.types import State, plain_state
-
-    try:
-        rubric = import_rubric(args.rubric)
-        states = read_states(Path(args.data))
-    except InputError as exc:
-        print(f"rubric-grpo score: {exc}", file=sys.stderr)
-        return 2
-    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
-
-    def write(group: list[State]) -> None:  # each group is saved as soon as it is scored
-        if out is not None:
-            for state in group:
-                out.write(json.dumps(plain_state(state), default=str) + "\n")
-            out.flush()
-
-    try:
-        summary = asyncio.run(score_states(rubric, states, on_group=write))
-    finally:
-        if out is not None:
-            out.close()
-        for child in [rubric, *getattr(rubric, "rubrics", [])]:
-            close = getattr(child, "close", None)
-            if callable(close):
-                close()
-    print(json.dumps(summary.as_dict(), indent=2))
-    return 0
-
-
-def _rubric_validate(args: argparse.Namespace) -> int:
-    from rubrics.loading import FileLoadError
-    from rubrics.multistep.io import load_rubric, load_scenarios
-
-    warnings: list[FileLoadError] = []
-    try:
-        rubric = load_rubric(args.file, strict=args.strict, warn=warnings.append)
-        scenarios = [
-            s
-            for f in args.scenarios
-            for s in load_scenarios(f, rubric, strict=args.strict, warn=warnings.append)
-        ]
-    except FileLoadError as exc:  # RubricFileError and every other loader's error
-        print(f"rubric-grpo rubric validate: {exc}", file=sys.stderr)
-        return 2
-    for warning in warnings:
-        print(f"rubric-grpo rubric validate: warning: {warning}", file=sys.stderr)
-    graph = rubric.graph
-    print(
-        f"{args.file}: ok: {len(graph.requirements)} requirements, {graph.depth} levels, "
-        f"{graph.count_paths()} paths"
-        + (f"; {len(scenarios)} scenarios ok" if args.scenarios else "")
-        + (f" ({len(warnings)} warnings; --strict refuses them)" if warnings else "")
-    )
-    return 0
-
-
-def _rubric_show(args: argparse.Namespace) -> int:
-    from rubrics.multistep.io import RubricFileError, load_rubric
-    from rubrics.multistep.show import describe, to_svg
-
-    try:
-        rubric = load_rubric(args.file)
-    except RubricFileError as exc:
-        print(f"rubric-grpo rubric show: {exc}", file=sys.stderr)
-        return 2
-    print(describe(rubric))
-    if args.svg:
-        Path(args.svg).write_text(to_svg(rubric), encoding="utf-8")
-        print(f"\ndrawing written to {args.svg}")
-    return 0
-
-
-def _rubric_probe(args: argparse.Namespace) -> int:
-    from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
-    from rubrics.multistep.probe import format_table, ideal_demonstrations, probe
-
-    try:
-        rubric = load_rubric(args.file)
-        scenarios = [s for f in args.scenarios for s in load_scenarios(f, rubric)]
-        majority_from = [s for f in args.majority_from for s in load_scenarios(f, rubric)] or None
-    except RubricFileError as exc:
-        print(f"rubric-grpo rubric probe: {exc}", file=sys.stderr)
-        return 2
-    rows = asyncio.run(probe(rubric, scenarios, args.max_turns, majority_from=majority_from))
-    print("\n".join(format_table(rows)))
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.as_dict() for r in rows], indent=2), encoding="utf-8")
-    if args.demos:
-        demos = asyncio.run(ideal_demonstrations(rubric, scenarios, args.max_turns))
-        Path(args.demos).write_text("".join(json.dumps(d) + "\n" for d in demos), encoding="utf-8")
-        print(f"{args.demos}: {len(demos)} demonstrations (warm_start.demonstrations)")
-    return 0
-
-
-def _eval(args: argparse.Namespace) -> int:
-    from envs.evaluation.job import EvalJob, run_job
-    from rubrics.multistep.io import RubricFileError
-
-    if args.split is None and args.eval_fraction is not None:  # a held-out share asks for the split
-        args.split = "eval"
-    try:
-        asyncio.run(run_job(EvalJob.from_flags(vars(args)), progress=not args.no_progress))
-    except (RubricFileError, ValueError) as exc:
-        print(f"rubric-grpo eval: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from envs.models import ModelNotAvailableError, resolve_model
-    from envs.serving.launch import serve
-
-    try:
-        model = resolve_model(args.model)
-    except ModelNotAvailableError as exc:
-        print(f"rubric-grpo serve: {exc}", file=sys.stderr)
-        return 2
-    vllm_args = _serve_options_after_model(args)
-    return serve(
-        model,
-        host=args.host,
-        port=args.port,
-        extra_args=vllm_args,
-        max_model_len=args.max_model_len,
-        lora_rank=args.lora_rank,
-    )
-
-
-def _serve_options_after_model(args: argparse.Namespace) -> list[str]:
-    """Set on ``args`` the serve options written after MODEL (``serve smollm2 --port 8001``: argparse's
-    REMAINDER takes every word after MODEL); returns the flags for ``vllm serve``: the words after ``--``
-    and those that are not serve options."""
-    words = list(args.vllm_args)
-    cut = words.index("--") if "--" in words else len(words)
-    options = argparse.ArgumentParser(add_help=False)
-    _serve_options(options)
-    _, unknown = options.parse_known_args(words[:cut], namespace=args)
-    return [*unknown, *words[cut + 1 :]]
-
-
-def _serve_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
-    parser.add_argument("--max-model-len", type=int, help="context length (default: min(4096, the model's))")
-    parser.add_argument(
-        "--lora-rank",
-        type=int,
-        metavar="R",
-        help="serve the base model of a LoRA run with model.lora.r = R (loads its adapters at run time)",
-    )
-
-
-def _synth(args: argparse.Namespace) -> int:
-    from envs.synth.cli import main as synth_main
-
-    return synth_main(args)
-
-
-def _gui(args: argparse.Namespace) -> int:
-    from envs.gui.launch import launch, plan
-
-    try:
-        target = plan(args.file, args.dir, args.host, args.port)
-    except ValueError as exc:
-        print(f"rubric-grpo gui: {exc}", file=sys.stderr)
-        return 2
-    return launch(target)
-
-
-def run_train(config: str, overrides: list[str]) -> int:
-    """``rubric-grpo train`` and ``python -m train``: check the config and every file it names before any
-    model loads (each problem one line on stderr, exit 2), then train (exit 0)."""
-    from train.config import ConfigError, load_config
-
-    try:
-        cfg = load_config(config, overrides)  # every field checked before any model is loaded
-    except ConfigError as exc:
-        print(f"train: {exc}", file=sys.stderr)
-        return 2
-    from train.preflight import PreflightError, check_inputs
-
-    try:
-        check_inputs(cfg, config, overrides)  # every file the config names, before any model is loaded
-    except PreflightError as exc:
-        print(f"train: {exc}", file=sys.stderr)
-        return 2
-    from envs.models.loading import VersionError
-    from train.memory_check import MemoryPlanError
-    from train.trainer import train
-
-    try:
-        train(cfg)
-    except (VersionError, MemoryPlanError) as exc:  # the memory plan refuses before any model loads
-        print(f"train: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _train(args: argparse.Namespace) -> int:
-    return run_train(args.config, args.overrides)
-
-
-def _plan(args: argparse.Namespace) -> int:
-    from envs.models import ModelNotAvailableError
-    from train.config import ConfigError, load_config
-    from train.memory_check import MemoryPlanError, check_fits, format_table, make_setup, model_config_json
-    from train.memory_plan import estimate, read_shapes
-
-    try:
-        if args.processes < 1 or (args.gpu_memory is not None and args.gpu_memory <= 0):
-            raise ValueError("--processes must be at least 1 and --gpu-memory above 0")
-        cfg = load_config(args.config, args.overrides)
-        shapes = read_shapes(args.model_config or model_config_json(cfg))
-    except (ConfigError, ModelNotAvailableError, ValueError) as exc:
-        print(f"rubric-grpo plan: {exc}", file=sys.stderr)
-        return 2
-    plan = estimate(cfg, shapes, make_setup(cfg, args.processes, args.zero_stage, args.gpu_memory))
-    print(format_table(plan))
-    try:
-        check_fits(cfg, shapes, plan)
-    except MemoryPlanError as exc:
-        print(f"rubric-grpo plan: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
+from train import commands
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
 
@@ -255,7 +26,7 @@ def _add_train(sub: _Subcommands) -> None:
     tr = sub.add_parser("train", help="train a policy (the same as python -m train CONFIG [overrides])")
     tr.add_argument("config", help="run config YAML (configs/train/)")
     tr.add_argument("overrides", nargs="*", help="section.field=value, e.g. max_steps=3")
-    tr.set_defaults(handler=_train)
+    tr.set_defaults(handler=commands.train)
 
 
 def _add_plan(sub: _Subcommands) -> None:
@@ -270,7 +41,7 @@ def _add_plan(sub: _Subcommands) -> None:
     plan.add_argument("--processes", type=int, default=1, help="processes of the launch (default 1)")
     plan.add_argument("--zero-stage", type=int, choices=[0, 2, 3], default=0, help="DeepSpeed ZeRO (0: none)")
     plan.add_argument("--model-config", help="the architecture's config.json, when the model is elsewhere")
-    plan.set_defaults(handler=_plan)
+    plan.set_defaults(handler=commands.plan)
 
 
 def _add_score(sub: _Subcommands) -> None:
@@ -282,7 +53,7 @@ def _add_score(sub: _Subcommands) -> None:
         help="module:attribute of a Rubric or a factory (default: %(default)s)",
     )
     score.add_argument("--out", help="write the scored states here (JSONL), group by group")
-    score.set_defaults(handler=_score)
+    score.set_defaults(handler=commands.score)
 
 
 def _add_rubric(sub: _Subcommands) -> None:
@@ -297,11 +68,11 @@ def _add_rubric(sub: _Subcommands) -> None:
         action="store_true",
         help="treat warnings (reveals that are never shown, rules that cannot mean what they seem) as errors",
     )
-    validate.set_defaults(handler=_rubric_validate)
+    validate.set_defaults(handler=commands.rubric_validate)
     show = rubric.add_parser("show", help="print levels, branches and paths; optionally draw the DAG")
     show.add_argument("file", help="rubric YAML")
     show.add_argument("--svg", help="write an SVG drawing of the DAG here")
-    show.set_defaults(handler=_rubric_show)
+    show.set_defaults(handler=commands.rubric_show)
     probe = rubric.add_parser(
         "probe", help="score the trivial policies a rubric can be gamed by, and the ceiling"
     )
@@ -319,7 +90,7 @@ def _add_rubric(sub: _Subcommands) -> None:
     probe.add_argument(
         "--demos", help="also write the ideal policy's conversations here (JSONL, for warm_start)"
     )
-    probe.set_defaults(handler=_rubric_probe)
+    probe.set_defaults(handler=commands.rubric_probe)
 
 
 def _add_eval(sub: _Subcommands) -> None:
@@ -363,15 +134,15 @@ def _add_eval(sub: _Subcommands) -> None:
     ev.add_argument("--out", help="output folder (default runs/eval)")
     ev.add_argument("--concurrency", type=int, help="scenario groups in flight (default 8)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ev.set_defaults(handler=_eval)
+    ev.set_defaults(handler=commands.evaluate)
 
 
 def _add_serve(sub: _Subcommands) -> None:
     srv = sub.add_parser("serve", help="start a vLLM server for RL (weight updates, token ids, logprobs)")
     srv.add_argument("model", help="'smollm2' or a local model folder")
-    _serve_options(srv)
+    commands.add_serve_options(srv)
     srv.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra flags for vllm serve")
-    srv.set_defaults(handler=_serve)
+    srv.set_defaults(handler=commands.serve)
 
 
 def _add_synth(sub: _Subcommands) -> None:
@@ -398,7 +169,7 @@ def _add_synth(sub: _Subcommands) -> None:
     syn.add_argument("--no-regrade", action="store_true", help="skip validation by re-grading")
     syn.add_argument("--no-progress", action="store_true", help="no progress bar")
     syn.add_argument("--push-to-hub", help="push the splits hidden and scenarios to this dataset repo")
-    syn.set_defaults(handler=_synth)
+    syn.set_defaults(handler=commands.synth)
 
 
 def _add_gui(sub: _Subcommands) -> None:
@@ -407,7 +178,7 @@ def _add_gui(sub: _Subcommands) -> None:
     gui.add_argument("--dir", help="the only folder the app reads and writes (default: the current one)")
     gui.add_argument("--port", type=int, help="port (default: a free one, printed)")
     gui.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
-    gui.set_defaults(handler=_gui)
+    gui.set_defaults(handler=commands.gui)
 
 
 def main(argv: list[str] | None = None) -> int:

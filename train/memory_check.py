@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from train.config import TrainConfig, apply_override
+from train.config import TrainConfig
+from train.config_files import apply_override
 from train.memory_plan import FIT_FRACTION, GIB, MemoryPlan, ModelShapes, Setup, estimate, read_shapes
 
 if TYPE_CHECKING:  # accelerate loads only where the trainer makes its Accelerator

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from rubrics.judges.base import JudgeError
-from rubrics.judges.client import JudgeClientStats, LLMJudgeClient, MalformedVerdictError
+from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.faults import MalformedVerdictError, parse_verdict
+from rubrics.judges.stats import JudgeClientStats
 
 T = TypeVar("T")
 
@@ -173,10 +175,9 @@ class LocalGenerator:
             self.stats.requests += 1
             (sample,) = await self.backend.generate(ids, params)
             try:
-                return parse(sample.text)
-            except ValueError as exc:
-                cut = " (the reply was cut at max_tokens)" if sample.finish_reason == "length" else ""
-                error = MalformedVerdictError(f"{exc}{cut}")
+                return parse_verdict(parse, sample.text, sample.finish_reason)
+            except MalformedVerdictError as exc:
+                error = exc
                 self.stats.faults["malformed"] += 1
         self.stats.failures += 1
         raise GenerationError(

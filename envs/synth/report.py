@@ -14,7 +14,7 @@ from typing import Any
 from envs.synth.dedupe import Duplicate
 from envs.synth.item import DROP_REASONS
 from envs.synth.plan import Plan, answer_label, branches, domain
-from rubrics.judges.client import JudgeClientStats
+from rubrics.judges.stats import JudgeClientStats
 from rubrics.multistep.rubric import MultiStepRubric
 
 

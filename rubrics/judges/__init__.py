@@ -1,7 +1,8 @@
 """Judges: LLM judges on any OpenAI-compatible endpoint and rule judges, behind one protocol."""
 
 from rubrics.judges.base import Judge, JudgeError, render_messages, response_text
-from rubrics.judges.client import JudgeClientStats, LLMJudgeClient, MalformedVerdictError
+from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.faults import MalformedVerdictError
 from rubrics.judges.formats import (
     BinaryJudgeResponseFormat,
     ContinuousJudgeResponseFormat,
@@ -18,6 +19,7 @@ from rubrics.judges.formats import (
 from rubrics.judges.llm import DEFAULT_JUDGE_SYSTEM_PROMPT, LLMJudge, build_judge_messages
 from rubrics.judges.rubric import JudgeRubric
 from rubrics.judges.rules import CallableJudge, KeywordJudge, RegexJudge, RulesJudge
+from rubrics.judges.stats import JudgeClientStats
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",

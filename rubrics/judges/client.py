@@ -28,15 +28,16 @@ import math
 import os
 import random
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
 import openai
 
 from rubrics.judges.base import JudgeError
-from rubrics.judges.formats import JudgeFormatError
+from rubrics.judges.faults import MalformedVerdictError, fault_cause, is_retryable, parse_verdict
+from rubrics.judges.stats import JudgeClientStats
 from rubrics.judges.transport import LeanChatPost
 
 logger = logging.getLogger(__name__)
@@ -46,91 +47,11 @@ StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
 _FALLBACK: dict[str, StructuredOutput] = {"json_schema": "json_object", "json_object": "none"}
 
 
-class MalformedVerdictError(JudgeFormatError):
-    """The endpoint answered, but its reply is not a valid verdict (retried like a server error)."""
-
-
-@dataclass
-class JudgeClientStats:
-    """Counters of one client, for logging and tests; ``snapshot()`` gives them as flat metrics."""
-
-    calls: int = 0
-    """Verdicts asked for (cache hits included)."""
-    requests: int = 0
-    """HTTP requests sent (first attempts and retries)."""
-    retries: int = 0
-    """Attempts after a retryable fault."""
-    cache_hits: int = 0
-    """Verdicts served from the cache, or shared with an identical call in flight."""
-    failures: int = 0
-    """Calls that raised ``JudgeError`` after their last attempt."""
-    prompt_tokens: int = 0
-    """Prompt tokens of every answered request, from the response's ``usage`` (0 where it has none)."""
-    completion_tokens: int = 0
-    """Completion tokens of every answered request, from the response's ``usage`` (0 where it has none)."""
-    seconds: float = 0.0
-    """Wall time of the HTTP requests, summed (concurrent requests each count in full; waits for the
-    semaphore and backoff sleeps do not count)."""
-    faults: Counter[str] = field(default_factory=Counter)
-    """Faults seen, by cause: ``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``malformed``, ..."""
-
-    def snapshot(self) -> dict[str, float]:
-        """The counters as flat metrics: ``judge/calls``, ``judge/requests``, ``judge/retries``,
-        ``judge/cache_hits``, ``judge/failures``, ``judge/prompt_tokens``, ``judge/completion_tokens``,
-        ``judge/seconds``."""
-        return {f"judge/{name}": float(getattr(self, name)) for name in SNAPSHOT_FIELDS}
-
-    def since(self, before: Mapping[str, float]) -> dict[str, float]:
-        """What was added after ``before`` (an earlier ``snapshot()``): a step's judge cost."""
-        return snapshot_delta(before, self.snapshot())
-
-
-SNAPSHOT_FIELDS = (
-    "calls",
-    "requests",
-    "retries",
-    "cache_hits",
-    "failures",
-    "prompt_tokens",
-    "completion_tokens",
-    "seconds",
-)
-"""The ``JudgeClientStats`` counters in ``snapshot()``, each as ``judge/<name>``."""
-
-
-def snapshot_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """``after - before`` key by key (a key missing from ``before`` counts from 0)."""
-    return {key: value - before.get(key, 0.0) for key, value in after.items()}
-
-
-def fault_cause(exc: BaseException) -> str:
-    """A short name for why an attempt failed."""
-    if isinstance(exc, MalformedVerdictError):
-        return "malformed"
-    if isinstance(exc, openai.APITimeoutError | TimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection"
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429:
-            return "rate_limit"
-        return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
-    return type(exc).__name__
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Rate limits, server errors, timeouts, connection drops and malformed verdicts are worth another try."""
-    if isinstance(exc, MalformedVerdictError | TimeoutError | openai.APIConnectionError):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return False
-
-
 class LLMJudgeClient:
     """One OpenAI-compatible judge endpoint with bounded concurrency, timeouts, retries and a verdict cache."""
 
-    # over 60 lines: each of the endpoint's settings is an argument with its own documented attribute
+    # over 60 lines: each of the endpoint's settings is an argument with its own documented attribute; one
+    # step (check the settings, keep them, open the HTTP client), nothing to split by concept
     def __init__(
         self,
         base_url: str,
@@ -151,8 +72,6 @@ class LLMJudgeClient:
         extra_body: dict[str, Any] | None = None,
         lean_http: bool | None = None,
     ) -> None:
-        # Over 60 lines only because each setting is stored with its docstring beside it; there is one step
-        # (check the settings, keep them, open the HTTP client) and nothing to split by concept.
         _check_settings(
             max_concurrency=max_concurrency,
             max_attempts=max_attempts,
@@ -193,21 +112,21 @@ class LLMJudgeClient:
         """The first retry waits up to this long; each later one up to twice the one before."""
         self.backoff_max_s = backoff_max_s
         """No retry waits longer."""
-        if lean_http is None:
-            lean_http = base_url.startswith("http://")
-        self.lean_http = lean_http
+        self.lean_http = base_url.startswith("http://") if lean_http is None else lean_http
         """POST through ``LeanChatPost`` (plain ``http://`` endpoints; the default there) instead of the openai
         SDK's client (TLS endpoints: hosted APIs)."""
+        self._lean, self._client = self._connect()
+
+    def _connect(self) -> tuple[LeanChatPost | None, openai.AsyncOpenAI | None]:
+        """The HTTP client ``lean_http`` chooses, holding the key named by ``api_key_env``."""
         key = self._read_key()
-        self._lean: LeanChatPost | None = None
-        self._client: openai.AsyncOpenAI | None = None
-        if lean_http:
-            url = f"{base_url.rstrip('/')}/chat/completions"
-            self._lean = LeanChatPost(url, {"Authorization": f"Bearer {key}"})
-        else:
-            self._client = openai.AsyncOpenAI(
-                base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s
-            )
+        if self.lean_http:
+            url = f"{self.base_url.rstrip('/')}/chat/completions"
+            return LeanChatPost(url, {"Authorization": f"Bearer {key}"}), None
+        client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=key, max_retries=0, timeout=self.timeout_s
+        )
+        return None, client
 
     def _read_key(self) -> str:
         if self.api_key_env is None:
@@ -330,7 +249,7 @@ class LLMJudgeClient:
         while True:
             try:
                 text, finish_reason = await self._request(messages, schema, schema_name)
-                return _parse(parse, text, finish_reason)
+                return parse_verdict(parse, text, finish_reason)
             except Exception as exc:
                 cause = fault_cause(exc)
                 self.stats.faults[cause] += 1
@@ -442,11 +361,3 @@ def _check_settings(**settings: Any) -> None:
         if not in_range:
             expected = "a whole number >= 1" if whole else "a number of seconds > 0"
             raise ValueError(f"LLMJudgeClient: {name} is invalid (expected {expected}, got {value!r})")
-
-
-def _parse(parse: Callable[[str], T], text: str, finish_reason: str | None) -> T:
-    try:
-        return parse(text)
-    except ValueError as exc:  # JudgeFormatError and pydantic's ValidationError are ValueErrors
-        cut = " (the reply was cut at max_tokens)" if finish_reason == "length" else ""
-        raise MalformedVerdictError(f"{exc}{cut}") from exc

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from envs.criteria_data import FORMATS, detect_format, load_criteria_examples
+from envs.criteria_data import load_criteria_examples
+from envs.criteria_formats import FORMATS, detect_format
 from rubrics.criteria import Criterion
 from rubrics.criteria_examples import ChatMessage, CriteriaExample
 from rubrics.loading import FileLoadError

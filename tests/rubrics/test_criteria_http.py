@@ -18,7 +18,7 @@ from rubrics.autograders import PerCriterionGrader, PerCriterionOneShotGrader, R
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria import CriteriaRubric
 from rubrics.judges import JudgeError, LLMJudgeClient
-from rubrics.judges.client import snapshot_delta
+from rubrics.judges.stats import snapshot_delta
 from rubrics.types import State
 from tests.support.judge_server import JudgeServer, prompt_tokens, token_count
 
@@ -311,10 +311,3 @@ async def test_a_server_without_usage_adds_no_tokens() -> None:
     stats = client.stats.snapshot()
     assert stats["judge/requests"] == 3.0 and stats["judge/seconds"] > 0.0
     assert stats["judge/prompt_tokens"] == 0.0 and stats["judge/completion_tokens"] == 0.0
-
-
-def test_snapshot_delta_counts_a_new_key_from_zero() -> None:
-    assert snapshot_delta({"judge/calls": 2.0}, {"judge/calls": 5.0, "judge/seconds": 1.5}) == {
-        "judge/calls": 3.0,
-        "judge/seconds": 1.5,
-    }

@@ -23,7 +23,7 @@ from rubrics.loading import FileLoadError, parse_yaml
 from rubrics.multistep.io import RubricFileError, load_scenarios
 from rubrics.multistep.scenario import ScenarioError
 from train.cli import main
-from train.config import ConfigError, load_config
+from train.config_files import ConfigError, load_config
 
 CORPUS = Path(__file__).parent / "loading_corpus"
 RUBRIC = "format_version: 1\njudges: {rules: {type: rules}}\nrequirements:\n  - {name: café, type: binary, question: Oui, rules: {1.0: {any: [oui]}}}\n"

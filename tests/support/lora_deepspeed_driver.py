@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from train.config import LoraConfig, load_config
+from train.config import LoraConfig
+from train.config_files import load_config
 from train.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[2]

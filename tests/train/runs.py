@@ -6,9 +6,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from train.config import TrainConfig, load_config
+from train.config import TrainConfig
+from train.config_files import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
+
+SMALL_RUN = (
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=2",
+    "rollout.max_tokens=8",
+    "optim.micro_batch_size=2",
+    "logging.eval_group_size=1",
+    "logging.progress=false",
+)
+"""The overrides of a small trainer run: two prompts a step, two rollouts each of at most 8 tokens, one
+micro-batch a step, one rollout per held-out scenario, no progress bar. A test that needs one of them
+otherwise overrides it after these."""
 
 
 def run_config(config: str, model_dir: Path, run_dir: Path, *overrides: str) -> TrainConfig:

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from rubrics.criteria_examples import CriteriaExample
-from tests.train.runs import metrics, run_config
+from tests.train.runs import SMALL_RUN, metrics, run_config
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,13 +52,9 @@ def test_criteria_run_logs_tags_and_reports_beside_the_probe(
         "max_steps=2",
         f"env.data={train_file}",
         f"env.eval_data={held_file}",
+        *SMALL_RUN,
         "rollout.prompts_per_step=1",
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
-        "optim.micro_batch_size=2",
         "logging.eval_every=0",
-        "logging.eval_group_size=1",
-        "logging.progress=false",
     )
     result = train(cfg)
     steps = [r for r in metrics(run) if "reward/mean" in r]

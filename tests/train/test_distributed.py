@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.train.runs import SMALL_RUN
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
@@ -59,6 +61,17 @@ def _launch(
     env.update(WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.run(
         cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+
+
+def _lora_through_vllm(server_url: str) -> tuple[str, ...]:
+    """A LoRA run (r = 16 on every linear layer) that samples from the vLLM server at ``server_url`` and, after
+    each sync, checks the server's greedy tokens against the trainer's."""
+    return (
+        "model.lora={}",
+        "rollout.backend=vllm",
+        f"rollout.vllm_urls=[{server_url}]",
+        "rollout.check_sync=true",
     )
 
 
@@ -149,10 +162,13 @@ def test_a_criteria_run_under_ddp_with_two_cpu_processes(tiny_model_dir: Path, t
     train_file, held_file = rule_only_split(tmp_path)
     out = tmp_path / "criteria"
     overrides = (
-        f"env.data={train_file}", f"env.eval_data={held_file}", "max_steps=2", "rollout.prompts_per_step=1",
-        "rollout.group_size=2", "rollout.max_tokens=8", "optim.micro_batch_size=2", "logging.eval_every=0",
-        "logging.eval_group_size=1", "logging.progress=false",
-    )  # fmt: skip
+        f"env.data={train_file}",
+        f"env.eval_data={held_file}",
+        "max_steps=2",
+        *SMALL_RUN,
+        "rollout.prompts_per_step=1",
+        "logging.eval_every=0",
+    )
     proc = _launch(
         "multi_process.yaml", tiny_model_dir, out, *overrides, config="configs/train/criteria_cpu.yaml"
     )
@@ -175,13 +191,7 @@ def test_two_lora_steps_ddp_with_a_vllm_server(
 
     server = lora_vllm_server
     out = tmp_path / "ddp_lora"
-    overrides = (
-        "model.lora={}",
-        "rollout.backend=vllm",
-        f"rollout.vllm_urls=[{server.base_url}]",
-        "rollout.check_sync=true",
-    )
-    proc = _launch("multi_process.yaml", tiny_model_dir, out, *overrides)
+    proc = _launch("multi_process.yaml", tiny_model_dir, out, *_lora_through_vllm(server.base_url))
     steps = _check_run(proc, tiny_model_dir, out)  # the final model/ is the merged one, moved from the base
     assert all(r["sync/bytes"] > 0 for r in steps)
     assert all(abs(r["train/is/ratio_mean"] - 1.0) < 0.05 for r in steps)
@@ -202,13 +212,7 @@ def test_two_lora_steps_under_zero3_with_a_vllm_server(
 
     server = lora_vllm_server
     out = tmp_path / "zero3_lora"
-    overrides = (
-        "model.lora={}",
-        "rollout.backend=vllm",
-        f"rollout.vllm_urls=[{server.base_url}]",
-        "rollout.check_sync=true",
-    )
-    proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, out, *overrides)
+    proc = _launch("deepspeed_zero3.yaml", tiny_model_dir, out, *_lora_through_vllm(server.base_url))
     steps = _check_run(proc, tiny_model_dir, out)  # check_sync raised in the run if the server lagged
     full_bytes = (tiny_model_dir / "model.safetensors").stat().st_size
     assert all(0 < r["sync/bytes"] < full_bytes / 2 for r in steps)

@@ -17,7 +17,7 @@ import torch
 
 from tests.support.lora_deepspeed_driver import batch as fixed_batch
 from tests.train.runs import metrics, run_config
-from train.config import ConfigError, load_config
+from train.config_files import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN2_LINEARS = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from train.cli import main
-from train.config import load_config
+from train.config_files import load_config
 from train.memory_check import MemoryPlanError, check_at_start, check_fits, make_setup
 from train.memory_plan import estimate, read_shapes
 

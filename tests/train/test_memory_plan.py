@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from train.config import load_config
+from train.config_files import load_config
 from train.memory_plan import LOGIT_BYTES, Setup, estimate, read_shapes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.train.runs import run_config
 from train.batching import collate
-from train.config import ConfigError, load_config
+from train.config_files import ConfigError, load_config
 from train.micro_batches import (
     loaded_attn_implementation,
     packed_inputs,

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import pytest
 
 from envs.models.loading import REQUIRED_VERSIONS, VersionError, check_versions
-from tests.train.runs import ROOT, run_config
+from tests.train.runs import ROOT, SMALL_RUN, run_config
 
 pytest.importorskip("kernels")
 
@@ -83,15 +83,10 @@ def test_a_run_reaches_no_hub_code(no_hub: None, tiny_model_dir: Path, tmp_path:
         tiny_model_dir,
         tmp_path / "run",
         "max_steps=1",
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
+        *SMALL_RUN,
         "rollout.inference_dtype=bfloat16",
-        "optim.micro_batch_size=2",
         "loss.beta=0.04",
         "warm_start.epochs=1",
-        "logging.eval_group_size=1",
-        "logging.progress=false",
         "logging.wandb_mode=disabled",
         "env.scenarios=configs/scenarios/first_responder.yaml",
         "env.eval_scenarios=null",

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from transformers import AutoTokenizer
 
 from rubrics.multistep.judging import LLMRequirementJudge, RuleJudge
-from train.config import load_config
+from train.config_files import load_config
 from train.task import build_task
 
 ROOT = Path(__file__).resolve().parents[2]

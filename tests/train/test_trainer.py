@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tests.train.runs import metrics, run_config
+from tests.train.runs import SMALL_RUN, metrics, run_config
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +26,7 @@ def test_credit_per_reply_is_logged_per_node_and_named_in_the_report(
         tiny_model_dir,
         tmp_path / "run",
         "max_steps=1",
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
-        "optim.micro_batch_size=2",
-        "logging.eval_group_size=1",
-        "logging.progress=false",
+        *SMALL_RUN,
         "env.scenarios=configs/scenarios/first_responder.yaml",
         "env.eval_scenarios=null",
         "warm_start.demonstrations=null",
@@ -54,13 +49,8 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         tiny_model_dir,
         tmp_path / "run",
         "max_steps=2",
-        "rollout.prompts_per_step=2",
+        *SMALL_RUN,
         "rollout.sampler=balanced",  # one safe scene and one unsafe a step
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
-        "optim.micro_batch_size=2",
-        "logging.eval_group_size=1",
-        "logging.progress=false",
         "logging.sample_every=1",
         "env.scenarios=configs/scenarios/first_responder.yaml",  # 3 of its 13 held out
         "env.eval_scenarios=null",
@@ -448,12 +438,7 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
         tiny_model_dir,
         run,
         "max_steps=1",
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
-        "optim.micro_batch_size=2",
-        "logging.eval_group_size=1",
-        "logging.progress=false",
+        *SMALL_RUN,
         "logging.wandb_mode=disabled",
         "warm_start.demonstrations=null",
         "env.extra_eval_scenarios={conditions: configs/scenarios/first_responder_heldout_conditions.yaml}",
@@ -481,7 +466,7 @@ def test_a_further_held_out_set_is_evaluated_and_logged_on_its_own(
 
 def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
     from envs.build import extra_held_out, multistep_inputs
-    from train.config import ConfigError
+    from train.config_files import ConfigError
 
     monkeypatch.chdir(ROOT)
     train_file = "configs/scenarios/first_responder_train.yaml"

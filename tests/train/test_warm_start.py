@@ -144,18 +144,14 @@ def test_a_run_with_a_warm_start_evaluates_it_reports_it_and_reuses_it(
 ) -> None:
     import torch
 
-    from tests.train.runs import metrics, run_config
+    from tests.train.runs import SMALL_RUN, metrics, run_config
     from train.trainer import train
 
     monkeypatch.chdir(ROOT)
     demos = tmp_path / "demos.jsonl"
     demos.write_text("".join(DEMOS.read_text().splitlines(keepends=True)[:4]))
     overrides = [
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=2",
-        "rollout.max_tokens=8",
-        "optim.micro_batch_size=2",
-        "logging.eval_group_size=1",
+        *SMALL_RUN,
         "logging.progress=true",
         f"warm_start.demonstrations={demos}",
         "warm_start.epochs=1",

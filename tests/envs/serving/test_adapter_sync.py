@@ -82,11 +82,12 @@ def test_max_lora_rank_is_the_smallest_vllm_accepts() -> None:
 
 def test_a_server_for_lora_gets_the_flags_and_the_environment(tiny_model_dir: Path) -> None:
     from envs.serving.launch import rl_server
-    from train.cli import _serve_options_after_model, build_parser
+    from train.cli import build_parser
+    from train.commands import serve_options_after_model
 
     # serve's own options after MODEL are its own; vllm's flags come after --
     args = build_parser().parse_args(["serve", "smollm2", "--lora-rank", "12", "--", "--max-num-seqs", "8"])
-    assert _serve_options_after_model(args) == ["--max-num-seqs", "8"] and args.lora_rank == 12
+    assert serve_options_after_model(args) == ["--max-num-seqs", "8"] and args.lora_rank == 12
     server = rl_server(tiny_model_dir, port=None, lora_rank=args.lora_rank)
     command = " ".join(server.command())
     assert "--enable-lora --max-lora-rank 16 --max-loras 2" in command

@@ -1,0 +1,173 @@
+"""The record formats of per-prompt criteria datasets (``docs/criteria_data.md``): the project's own
+(``native``), OpenAI's HealthBench (``healthbench``) and Scale AI's RaR (``rar``); how each is told apart and
+converted into ``CriteriaExample``'s fields, and how a validation error is moved back to the source
+format's field names."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubrics.loading import FileLoadError, Place
+from rubrics.messages import show
+
+FORMATS = ("native", "healthbench", "rar")
+"""The record formats ``load_criteria_examples`` reads (``auto`` detects one of them)."""
+
+_NEEDS = {
+    "native": "'criteria' (with 'id' and 'prompt')",
+    "healthbench": "'prompt' and 'rubrics' (with 'prompt_id')",
+    "rar": "'question' and 'rubric' (with 'reference_answer')",
+}
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A record in ``CriteriaExample``'s fields, and where each field came from (for error messages)."""
+
+    fields: dict[str, Any]
+    """The ``CriteriaExample`` fields."""
+    top: dict[str, Place] = field(default_factory=dict)
+    """A top-level field's place in the source record, where it differs (``id`` -> ``("prompt_id",)``)."""
+    item: dict[str, str] = field(default_factory=dict)
+    """A criterion field's key in the source's criterion, where it differs (``weight`` -> ``points``)."""
+
+    def source(self, loc: Sequence[Any]) -> Place:
+        """The place in the source record of ``loc``, a place in ``fields``."""
+        if not loc:
+            return ()
+        head, *rest = loc
+        if head == "criteria" and len(rest) >= 2 and isinstance(rest[0], int):
+            rest[1] = self.item.get(rest[1], rest[1])
+        return (*self.top.get(head, (head,)), *rest)
+
+
+def detect_format(record: Mapping[str, Any], source: str) -> str:
+    """The format of ``record``: ``native`` with ``criteria``, ``healthbench`` with ``rubrics`` and
+    ``prompt``, ``rar`` with ``rubric`` and ``question``.
+
+    Raises:
+        FileLoadError: none fits; names ``source``, the keys found and the keys each format needs."""
+    if "criteria" in record:
+        return "native"
+    if "rubrics" in record and "prompt" in record:
+        return "healthbench"
+    if "rubric" in record and "question" in record:
+        return "rar"
+    found = ", ".join(repr(str(key)) for key in record) or "none"
+    needs = "; ".join(f"{name} needs {keys}" for name, keys in _NEEDS.items())
+    raise FileLoadError(
+        source,
+        f"cannot tell the criteria format from the first record: its keys are {found} ({needs}); "
+        f"name the format with env.format (--format) if it is one of {', '.join(FORMATS)}",
+    )
+
+
+def _native(record: Mapping[str, Any]) -> Converted:
+    return Converted(dict(record))
+
+
+def _healthbench(record: Mapping[str, Any]) -> Converted:
+    """HealthBench: ``prompt_id``, ``prompt``, ``rubrics: [{criterion, points, tags}]``, ``example_tags``;
+    ``ideal_completions_data.ideal_completion`` is the reference answer; other keys are ignored."""
+    fields = _present(record, id="prompt_id", prompt="prompt", criteria="rubrics", tags="example_tags")
+    if isinstance(fields.get("criteria"), list):
+        names = {"weight": "points", "requirement": "criterion", "tags": "tags"}
+        fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
+    ideal = record.get("ideal_completions_data")
+    if isinstance(ideal, Mapping) and isinstance(ideal.get("ideal_completion"), str):
+        fields["reference_answer"] = ideal["ideal_completion"]
+    return Converted(
+        fields,
+        top={"id": ("prompt_id",), "criteria": ("rubrics",), "tags": ("example_tags",)},
+        item={"weight": "points", "requirement": "criterion"},
+    )
+
+
+def _rar(record: Mapping[str, Any]) -> Converted:
+    """RaR: ``question``, ``reference_answer``, ``rubric: [{title, description, weight}]``; the id is the
+    record's ``id`` or ``question_id``, else ``rar-`` and 12 hex digits of the question's SHA-1."""
+    fields = _present(record, prompt="question", criteria="rubric", reference_answer="reference_answer")
+    if isinstance(fields.get("criteria"), list):
+        names = {"weight": "weight", "requirement": "description", "name": "title"}
+        fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
+        for item in fields["criteria"]:
+            if isinstance(item, dict) and isinstance(item.get("weight"), str):
+                item["weight"] = _number(item["weight"])
+    key = next((k for k in ("id", "question_id") if k in record), None)
+    if key is not None:
+        given = record[key]
+        fields["id"] = str(given) if isinstance(given, int) and not isinstance(given, bool) else given
+    elif isinstance(record.get("question"), str):
+        fields["id"] = "rar-" + hashlib.sha1(record["question"].encode()).hexdigest()[:12]
+    return Converted(
+        fields,
+        top={"id": (key or "question",), "prompt": ("question",), "criteria": ("rubric",)},
+        item={"requirement": "description", "name": "title"},
+    )
+
+
+def _present(record: Any, **names: str) -> Any:
+    """``{field: record[key]}`` for each ``field=key`` that ``record`` has (a non-mapping as it is, for the
+    schema to refuse)."""
+    if not isinstance(record, Mapping):
+        return record
+    return {name: record[key] for name, key in names.items() if key in record}
+
+
+def _number(text: str) -> float | str:
+    """``"5"`` -> ``5.0``; text that is not a finite number stays text, for the schema to refuse."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
+
+
+_CONVERTERS: dict[str, Callable[[Mapping[str, Any]], Converted]] = {
+    "native": _native,
+    "healthbench": _healthbench,
+    "rar": _rar,
+}
+
+
+def convert(record: Mapping[str, Any], fmt: str) -> Converted:
+    """``record``, one record of format ``fmt`` (one of ``FORMATS``), in ``CriteriaExample``'s fields."""
+    return _CONVERTERS[fmt](record)
+
+
+def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
+    """``exc`` with its locations moved to the source format's fields; of the two branches of a prompt
+    (a string, or a list of messages) only the errors of the branch the record wrote are kept, and the
+    "at least 1 item" echo of a criteria list whose items failed is dropped."""
+    prompt = converted.fields.get("prompt")
+    kept: list[dict[str, Any]] = []
+    seen: set[tuple[str, Place]] = set()
+    for err in exc.errors():
+        kind, loc, ctx = err["type"], list(err["loc"]), err.get("ctx")
+        if loc[:1] == ["prompt"] and len(loc) > 1 and isinstance(loc[1], str):
+            if not isinstance(prompt, str | list):
+                kind, loc, ctx = "value_error", loc[:1], {"error": _prompt_type(prompt)}
+            elif not isinstance(prompt, str if loc[1] == "str" else list):
+                continue
+            else:
+                del loc[1]
+        if kind == "too_short" and loc == ["criteria"] and converted.fields.get("criteria"):
+            continue
+        place = converted.source(loc)
+        if (kind, place) in seen:
+            continue
+        seen.add((kind, place))
+        kept.append({"type": kind, "loc": place, "input": err["input"], **({"ctx": ctx} if ctx else {})})
+    return ValidationError.from_exception_data(exc.title, kept)  # type: ignore[arg-type]
+
+
+def _prompt_type(prompt: Any) -> ValueError:
+    return ValueError(
+        f"wrong type (expected a string or a list of messages {{role, content}}, got {show(prompt)})"
+    )
