@@ -10,31 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from envs.sequence import TokenSequence
 from rubrics.advantages import ReplyCredit
 from rubrics.types import Messages, State
 
 if TYPE_CHECKING:  # train.types is imported by code that must load without torch
     import torch
-
-
-@dataclass(frozen=True)
-class TokenSequence:
-    """A rollout flattened for the loss (``envs.sequence.build_sequence``): every list is [T]."""
-
-    ids: list[int]
-    """[T] every token: prompt, model turns, environment turns."""
-    loss_mask: list[int]
-    """[T] 1 on tokens the model sampled, 0 elsewhere."""
-    logprobs: list[float]
-    """[T] the inference engine's logprob of each sampled token; 0.0 where the mask is 0."""
-    replies: list[tuple[int, int]]
-    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
-
-    def row(self) -> dict[str, list[Any]]:
-        """The row ``train.batching.collate`` pads (``ids``, ``loss_mask``, ``logprobs``)."""
-        return {"ids": self.ids, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
 
 
 @dataclass(frozen=True)
@@ -92,14 +75,7 @@ class Rollout:
         trajectory = state.get("trajectory", [])
         reply_advantages = state.get("reply_advantages")
         return cls(
-            sequence=None
-            if sequence is None
-            else TokenSequence(
-                ids=list(sequence["ids"]),
-                loss_mask=list(sequence["loss_mask"]),
-                logprobs=list(sequence["logprobs"]),
-                replies=[(int(a), int(b)) for a, b in sequence.get("replies", [])],
-            ),
+            sequence=None if sequence is None else TokenSequence.from_dict(sequence),
             completion=state.get("completion", ""),
             scenario=str((state.get("info") or {}).get("scenario", "")),
             reward=float(state.get("reward", math.nan)),

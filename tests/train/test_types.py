@@ -6,9 +6,10 @@ import math
 
 import pytest
 
+from envs.sequence import TokenSequence
 from rubrics.advantages import ReplyCredit
 from rubrics.types import State
-from train.types import Rollout, TokenSequence
+from train.types import Rollout
 
 
 def test_a_rollout_takes_its_fields_from_the_finished_state() -> None:
