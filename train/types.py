@@ -2,7 +2,8 @@
 
 ``Rollout`` and ``RolloutGroup``: a scored rollout as the trainer sees it, built once from the environment's
 finished ``State`` (``Rollout.from_state``, in the orchestrator), with only the fields that exist for it.
-``TrainBatch``: the one object that crosses from orchestration to optimisation, shapes in the names:
+An evaluation's rollouts are another type, ``envs.rollout.ScoredRollout`` (its docstring says why not this
+one). ``TrainBatch``: the one object that crosses from orchestration to optimisation, shapes in the names:
 B sequences, T tokens (right-padded).
 """
 

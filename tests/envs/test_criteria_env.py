@@ -67,10 +67,13 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
     states = await play(tokenizer, replies)
     assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, 0.0, 1.0]
     second = states[1]["criteria"]
-    assert second["example"] == "burn-1" and second["raw_score"] == 1.0 and second["possible"] == 6.0
-    assert [v["met"] for v in second["verdicts"]] == [True, False, True]
-    assert {v["judged_by"] for v in second["verdicts"]} == {"rule"}
-    metrics = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer).step_metrics(states[1:2])
+    assert second.example == "burn-1" and second.raw_score == 1.0 and second.possible == 6.0
+    assert [v.met for v in second.verdicts] == [True, False, True]
+    assert {v.judged_by for v in second.verdicts} == {"rule"}
+    env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
+    metrics = env.step_metrics(states[1:2])
+    errored = {**states[0], "error": "judge timed out"}  # an errored rollout's verdicts are not counted
+    assert env.step_metrics([states[1], errored]) == metrics
     assert metrics["criteria/pitfalls_met_fraction"] == 1.0
     assert metrics["criteria/met_fraction"] == 2 / 3
     # axis:accuracy holds "cool" (met: passes) and "butter" (made: fails) -> 1/2
@@ -109,7 +112,7 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         (state,) = await env.run_group(Example(criteria=llm_only), backend, 1)
         # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
         assert state["reward"] == 1.0 and len(server.requests) == 1
-        assert [v["judged_by"] for v in state["criteria"]["verdicts"]] == ["llm", "rule", "rule"]
+        assert [v.judged_by for v in state["criteria"].verdicts] == ["llm", "rule", "rule"]
         spent = env.step_metrics([state])  # the judge's counters since the last step
         assert spent["judge/calls"] == 1 and spent["judge/requests"] == 1 and spent["judge/seconds"] > 0
         assert spent["criteria/rule_judged_fraction"] == 2 / 3
