@@ -144,12 +144,10 @@ class CriteriaEnv(SingleTurnEnv):
             for name, score in tag_scores(_graded(rollouts)).items()
         }
 
-    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
+    def step_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
         """The step's criteria and per-tag metrics (``step_tag_metrics``), and the LLM judge's calls,
         requests, retries, cache hits, failures, tokens and seconds since the last step."""
-        out = step_tag_metrics(
-            [c for s in states if (c := s.get("criteria")) is not None and not s.get("error")]
-        )
+        out = step_tag_metrics(_graded(rollouts))
         if self.judge_client is not None:
             out.update(self.judge_client.stats.since(self._judge_seen))
             self._judge_seen = self.judge_client.stats.snapshot()

@@ -99,8 +99,8 @@ class Environment:
         ``eval/...`` metrics) from its scored rollouts. Default: none."""
         return {}
 
-    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
-        """Metrics of its own over one step's rollouts ``states``, and what the environment spent since the
+    def step_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
+        """Metrics of its own over one step's rollouts, and what the environment spent since the
         last call (an LLM judge's calls, tokens, seconds), logged with every step. Default: nothing."""
         return {}
 

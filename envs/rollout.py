@@ -1,17 +1,14 @@
-"""``ScoredRollout``: one evaluated rollout, typed, with only the fields that exist for it.
+"""``ScoredRollout``: one finished, scored rollout with its advantage, typed, with only the fields that exist
+for it; built once from the environment's ``State`` (``ScoredRollout.from_state``) and never read as a
+dict after.
 
-An evaluation builds one from each finished, scored state with its advantage (``ScoredRollout.from_state``,
-in ``envs.evaluation.run``); the summary, the environment's ``summary_metrics`` and ``report_sections``,
-the trainer's ``report.md`` and the rubric probe's statistics read it. It becomes plain data in one place,
-``to_dict`` (a line of ``rollouts.jsonl``), and is read back in one place, ``from_dict``
-(``envs.evaluation.read_evaluation``).
-
-Why not the trainer's ``train.types.Rollout``: that one is what a training step reads of each of its
-rollouts (the sequence, the advantage and the credit per reply, the weight versions), and it keeps none of
-the prompt, the answer, the trajectory or the environment's verdicts, which a training step never reads.
-This one is what an evaluation writes for the user and reports (all of those), and has no credit per
-reply (an evaluation assigns none). One type for both would carry, in each use, fields that do not exist
-there; the two share the training sequence (``envs.sequence.TokenSequence``).
+Training and evaluation both use it. The trainer's orchestrator builds one per rollout of a step
+(``train.orchestrator``): the batch, the step's metrics, the environment's ``step_metrics``, the failure
+check and the samples read it. An evaluation builds one per rollout as its groups finish
+(``envs.evaluation.run``): the summary, the environment's ``summary_metrics`` and ``report_sections``,
+the trainer's ``report.md`` and the rubric probe's statistics (``for_probe``) read it. It becomes plain
+data in one place, ``to_dict`` (a line of ``rollouts.jsonl``), and is read back in one place,
+``from_dict`` (``envs.evaluation.read_evaluation``).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.sequence import TokenSequence
+from rubrics.advantages import ReplyCredit
 from rubrics.intervals import cluster_of
 from rubrics.multistep.probe import Rollout as ProbeRollout
 from rubrics.types import CriteriaVerdicts, EvaluationResult, Messages, State, TrajectoryStep
@@ -32,7 +30,7 @@ SCORING_FAILED = "reward_function"
 
 @dataclass(frozen=True)
 class ScoredRollout:
-    """One finished, scored rollout of an evaluation, with its advantage within its group."""
+    """One finished, scored rollout, with its advantage within its group."""
 
     prompt: Messages | str
     """The opening conversation the model saw (the system prompt included)."""
@@ -59,7 +57,9 @@ class ScoredRollout:
     metrics: dict[str, float]
     """The raw value of every reward function and metric by name."""
     advantage: float
-    """Reward minus its group's baseline (``rubrics.advantages``, unscaled); 0.0 for a failed rollout."""
+    """Reward minus its group's baseline, scaled as the caller asked (``rubrics.advantages``; an evaluation's
+    are unscaled): every token of its sequence trains on it, unless ``reply_advantages`` is set. 0.0 for a
+    failed rollout."""
     reply_nodes: list[str] | None = None
     """Multi-step environments: the requirements each model reply answered (joined by ``+``); None
     elsewhere, or when the rollout failed before its walk began."""
@@ -73,6 +73,12 @@ class ScoredRollout:
     """Why the rollout cannot be trusted (the failing part and its message), or None."""
     error_cause: str | None = None
     """The kind of failure (the exception's type, ``prompt_too_long``, ``reward_function``), or None."""
+    reply_credit: list[ReplyCredit] | None = None
+    """Training with credit per reply (``advantage.credit`` ``turn`` or ``mixed``): the node each model reply
+    answered and its reward-to-go, in order; None otherwise (an evaluation assigns none)."""
+    reply_advantages: list[float] | None = None
+    """Training with credit per reply: each model reply's own advantage, put on that reply's tokens; None
+    otherwise."""
 
     @property
     def scenario(self) -> str:
@@ -96,17 +102,23 @@ class ScoredRollout:
         """Tokens the model sampled, over every turn."""
         return sum(len(step["completion_ids"]) for step in self.trajectory)
 
+    @property
+    def weight_versions(self) -> list[int]:
+        """The weight version each model turn was generated with, as the backend stamped it (empty when it
+        stamps none)."""
+        return [step["weight_version"] for step in self.trajectory if "weight_version" in step]
+
     def for_probe(self) -> ProbeRollout:
         """What the rubric probe's statistics (``score_rollouts``) read: scenario, reward and verdicts."""
         return ProbeRollout(self.scenario, self.reward, self.multistep.results if self.multistep else [])
 
     @classmethod
     def from_state(cls, state: State) -> ScoredRollout:
-        """The rollout of a finished state an environment scored and ``assign_advantages`` gave an advantage.
+        """The rollout of a finished state an environment scored and ``rubrics.advantages`` gave an advantage.
 
         Raises:
-            ValueError: a key is missing, or the state holds one this type does not (``reply_credit``,
-                ``progress``): written out, it would be lost."""
+            ValueError: a key is missing (the advantage included), or the state holds one this type does not
+                (``progress``): written out, it would be lost."""
         return cls._build(state, plain=False)
 
     @classmethod
@@ -130,9 +142,14 @@ class ScoredRollout:
             if plain:
                 multistep = None if multistep is None else EvaluationResult.from_dict(multistep)
                 criteria = None if criteria is None else CriteriaVerdicts.from_dict(criteria)
+            credit = data.get("reply_credit")
             return cls(
                 **{k: data[k] for k in _ALWAYS},
                 reply_nodes=data.get("reply_nodes"),
+                reply_credit=None
+                if credit is None
+                else [ReplyCredit(str(c["node"]), c["reward_to_go"]) for c in credit],
+                reply_advantages=data.get("reply_advantages"),
                 multistep=multistep,
                 sequence=None if sequence is None else TokenSequence.from_dict(sequence),
                 criteria=criteria,
@@ -146,7 +163,8 @@ class ScoredRollout:
         """Plain data: a line of ``rollouts.jsonl``. The keys come in the order an environment writes them
         into its state, so the file reads as it always has: what every rollout starts with, then, for a
         rollout that failed before scoring, the failure and its stop reason; otherwise the walk's nodes, the
-        stop reason, the verdicts and sequence, the score and a scoring error. The advantage comes last."""
+        stop reason, the verdicts and sequence, the score and a scoring error; the credit per reply, and last
+        the advantage."""
         out: dict[str, Any] = {
             "prompt": self.prompt,
             "completion": self.completion,
@@ -175,6 +193,12 @@ class ScoredRollout:
         out.update(reward=self.reward, metrics=self.metrics)
         if not failed_first:
             out.update(self._error())
+        if self.reply_credit is not None:
+            out["reply_credit"] = [
+                {"node": c.node, "reward_to_go": c.reward_to_go} for c in self.reply_credit
+            ]
+        if self.reply_advantages is not None:
+            out["reply_advantages"] = self.reply_advantages
         out["advantage"] = self.advantage
         return out
 

@@ -1,15 +1,17 @@
-"""Evaluated rollouts by hand: a ``ScoredRollout`` with what a test names and a healthy default for the rest."""
+"""Scored rollouts by hand: a finished state, or a ``ScoredRollout``, with what a test names and a healthy
+default for the rest."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from envs.rollout import ScoredRollout
+from rubrics.types import State
 
 
-def scored(**fields: Any) -> ScoredRollout:
-    """A scored rollout with ``fields`` (``scenario="a"`` sets ``info["scenario"]``); the rest of a healthy
-    one-turn rollout that earned nothing."""
+def finished(**fields: Any) -> State:
+    """A finished state with every key an environment writes (``scenario="a"`` sets ``info["scenario"]``):
+    ``fields``, and the rest of a one-turn rollout that earned nothing."""
     scenario = fields.pop("scenario", None)
     base: dict[str, Any] = {
         "prompt": [{"role": "user", "content": f"play {scenario}"}],
@@ -26,4 +28,11 @@ def scored(**fields: Any) -> ScoredRollout:
         "metrics": {},
         "advantage": 0.0,
     }
-    return ScoredRollout(**{**base, **fields})
+    state: State = {**base, **fields}  # type: ignore[typeddict-item]
+    return state
+
+
+def scored(**fields: Any) -> ScoredRollout:
+    """``finished(**fields)`` as a ``ScoredRollout`` (typed fields, such as ``multistep``, given typed)."""
+    typed = {k: fields.pop(k) for k in ("multistep", "criteria") if k in fields}
+    return ScoredRollout.from_state({**finished(**fields), **typed})  # type: ignore[typeddict-item]
