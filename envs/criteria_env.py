@@ -4,8 +4,9 @@ RLCF's checklists; ``rubrics.criteria_examples.CriteriaExample``).
 The reward is the autograder's score (``rubrics.autograders.scoring``: normalised by the positive weights and
 clipped to [0, 1] per rollout, the all-negative rule, or the holistic score); criteria that carry a rule are
 judged offline by it, the others by the LLM autograder (``RuleFirstGrader``). Every rollout keeps its verdicts
-in ``state["criteria"]`` (plain data, written to ``rollouts.jsonl``): the example id, the score, the raw points,
-the positive points, the example's tags and one entry per criterion (name, weight, tags, met, judged_by).
+in ``state["criteria"]`` (``rubrics.types.CriteriaVerdicts``, written to ``rollouts.jsonl``): the example id,
+the score, the raw points, the positive points, the example's tags and one verdict per criterion (name,
+weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
 ``rubrics.criteria_scores.step_tag_metrics``).
 """
@@ -19,13 +20,14 @@ from typing import Any
 from envs.backends.base import SamplingParams
 from envs.environment import SingleTurnEnv
 from envs.examples import Example
+from envs.rollout import ScoredRollout
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
 from rubrics.criteria_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
 from rubrics.multistep.probe import PolicyScore, Rollout, score_rollouts
 from rubrics.rubric import Rubric
-from rubrics.types import Messages, RewardWithMetrics, State
+from rubrics.types import CriteriaVerdicts, CriterionVerdict, Messages, RewardWithMetrics, State
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful, knowledgeable assistant. Answer the user's question directly and specifically, "
@@ -91,24 +93,17 @@ class CriteriaEnv(SingleTurnEnv):
         example = self.example_of(state)
         reference = example.reference_answer if self.show_reference else None
         report = await self.grader.grade(example.criteria, text, query=example.query, reference=reference)
-        verdicts = [
-            {
-                "name": r.name,
-                "weight": r.weight,
-                "tags": list(r.tags),
-                "met": r.verdict == "MET",
-                "judged_by": r.judged_by,
-            }
-            for r in report.report or []
-        ]
-        state["criteria"] = {
-            "example": example.id,
-            "score": report.score,
-            "raw_score": report.raw_score,
-            "possible": math.fsum(max(0.0, c.weight) for c in example.criteria),
-            "example_tags": list(example.tags),
-            "verdicts": verdicts,
-        }
+        state["criteria"] = CriteriaVerdicts(
+            example=example.id,
+            score=report.score,
+            raw_score=report.raw_score,
+            possible=math.fsum(max(0.0, c.weight) for c in example.criteria),
+            example_tags=list(example.tags),
+            verdicts=[
+                CriterionVerdict(r.name, r.weight, list(r.tags), r.verdict == "MET", r.judged_by)
+                for r in report.report or []
+            ],
+        )
         return RewardWithMetrics(report.score)
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
@@ -130,33 +125,38 @@ class CriteriaEnv(SingleTurnEnv):
                 rows.append(score_rollouts(policy, rollouts, []))
         return rows
 
-    def report_sections(self, evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    def report_sections(self, evaluations: Mapping[str, Sequence[ScoredRollout]]) -> list[str]:
         """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria_scores``): the
         mean of the unclipped example scores, clipped to [0, 1], with its bootstrap std and the 95% interval
         clustered by example, and the share of each tag's criteria passed."""
         lines = []
-        for model, rows in evaluations.items():
-            scores = tag_scores(rows)
+        for model, rollouts in evaluations.items():
+            scores = tag_scores(_graded(rollouts))
             if scores:
                 lines += [f"## Held-out by tag: {model}", "", *format_tag_table(scores), ""]
         return lines
 
-    def summary_metrics(self, states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    def summary_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
         """HealthBench's numbers of an evaluation: the overall score (the mean of the unclipped example
         scores, clipped to [0, 1]) and each tag's, as ``healthbench/<tag>``."""
         return {
             f"healthbench/{metric_name(name)}": score.mean_clipped
-            for name, score in tag_scores(states).items()
+            for name, score in tag_scores(_graded(rollouts)).items()
         }
 
-    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
+    def step_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
         """The step's criteria and per-tag metrics (``step_tag_metrics``), and the LLM judge's calls,
         requests, retries, cache hits, failures, tokens and seconds since the last step."""
-        out = step_tag_metrics(states)
+        out = step_tag_metrics(_graded(rollouts))
         if self.judge_client is not None:
             out.update(self.judge_client.stats.since(self._judge_seen))
             self._judge_seen = self.judge_client.stats.snapshot()
         return out
+
+
+def _graded(rollouts: Sequence[ScoredRollout]) -> list[CriteriaVerdicts]:
+    """The verdicts of the rollouts that were graded and did not error."""
+    return [r.criteria for r in rollouts if r.criteria is not None and not r.error]
 
 
 TRIVIAL_POLICIES = ("empty reply", "prompt echoed", "every rule phrase", "one sentence looped", "reference")

@@ -22,6 +22,7 @@ from typing import Any
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
 from envs.examples import Example
+from envs.rollout import ScoredRollout
 from envs.sequence import build_sequence
 from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
@@ -88,19 +89,18 @@ class Environment:
         ``report.md``'s table beside the model. Default: none."""
         return []
 
-    def report_sections(self, evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    def report_sections(self, evaluations: Mapping[str, Sequence[ScoredRollout]]) -> list[str]:
         """Markdown lines this environment adds to ``report.md``, from the held-out rollouts of each evaluated
-        model (``untrained``, ``warm start only``, ``trained``: rows as in ``rollouts.jsonl``). Default:
-        none."""
+        model (``untrained``, ``warm start only``, ``trained``). Default: none."""
         return []
 
-    def summary_metrics(self, states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    def summary_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
         """Numbers this environment adds to an evaluation's ``summary.json`` (and so to the logged
         ``eval/...`` metrics) from its scored rollouts. Default: none."""
         return {}
 
-    def step_metrics(self, states: Sequence[State]) -> dict[str, float]:
-        """Metrics of its own over one step's rollouts ``states``, and what the environment spent since the
+    def step_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
+        """Metrics of its own over one step's rollouts, and what the environment spent since the
         last call (an LLM judge's calls, tokens, seconds), logged with every step. Default: nothing."""
         return {}
 

@@ -9,8 +9,9 @@ else means the ids were re-tokenised somewhere, and is refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rubrics.types import TrajectoryStep
 
@@ -38,6 +39,47 @@ class TrainingSequence:
     def completion_tokens(self) -> int:
         """Tokens the model produced."""
         return sum(self.loss_mask)
+
+
+@dataclass(frozen=True)
+class TokenSequence:
+    """A finished rollout's training sequence, as its state keeps it (``state["sequence"]``) and the trainer
+    and an evaluation read it: every list is [T]."""
+
+    ids: list[int]
+    """[T] every token: prompt, model turns, environment turns."""
+    loss_mask: list[int]
+    """[T] 1 on tokens the model sampled, 0 elsewhere."""
+    logprobs: list[float]
+    """[T] the inference engine's logprob of each sampled token; 0.0 where the mask is 0."""
+    replies: list[tuple[int, int]]
+    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Sequence[Any]]) -> TokenSequence:
+        """From ``state["sequence"]`` or its JSON (``ids``, ``loss_mask``, ``logprobs``, ``replies``).
+
+        Raises:
+            KeyError: a list is missing."""
+        return cls(
+            ids=list(data["ids"]),
+            loss_mask=list(data["loss_mask"]),
+            logprobs=list(data["logprobs"]),
+            replies=[(int(a), int(b)) for a, b in data.get("replies", [])],
+        )
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        """As ``state["sequence"]`` holds it."""
+        return {
+            "ids": self.ids,
+            "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs,
+            "replies": self.replies,
+        }
+
+    def row(self) -> dict[str, list[Any]]:
+        """The row ``train.batching.collate`` pads (``ids``, ``loss_mask``, ``logprobs``)."""
+        return {"ids": self.ids, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
 
 
 def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:

@@ -1,4 +1,5 @@
-"""Results by tag, HealthBench's way, from the verdicts a ``criteria`` rollout keeps in ``state["criteria"]``.
+"""Results by tag, HealthBench's way, from the verdicts a ``criteria`` rollout keeps in ``state["criteria"]``
+(``rubrics.types.CriteriaVerdicts``).
 
 The per-example numbers and their aggregation follow OpenAI simple-evals' ``healthbench_eval.py``
 (``calculate_score``, ``HealthBenchEval.grade_sample``, ``_compute_clipped_stats``):
@@ -16,7 +17,7 @@ tag also gets the project's 95% interval of the unclipped mean, clustered by exa
 (``rubrics.intervals.clustered_mean_ci``): several rollouts of one example are one piece of evidence,
 which HealthBench's i.i.d. bootstrap ignores.
 
-The training reward (``state["criteria"]["score"]``) is clipped per rollout instead; these numbers are
+The training reward (``CriteriaVerdicts.score``) is clipped per rollout instead; these numbers are
 for reports and logs, never for advantages.
 """
 
@@ -27,11 +28,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from rubrics.intervals import clustered_mean_ci
+from rubrics.types import CriteriaVerdicts, CriterionVerdict
 
 OVERALL = "overall"
 """The key of the score over all criteria in ``tag_scores``."""
@@ -65,20 +66,20 @@ class TagScore:
 # -- one example ------------------------------------------------------------------------------------------
 
 
-def _score(verdicts: Iterable[Mapping[str, Any]]) -> float | None:
+def _score(verdicts: Iterable[CriterionVerdict]) -> float | None:
     """Points of the criteria met over the positive points, unclipped; None without positive points."""
     verdicts = list(verdicts)
-    possible = math.fsum(float(v["weight"]) for v in verdicts if float(v["weight"]) > 0)
+    possible = math.fsum(float(v.weight) for v in verdicts if float(v.weight) > 0)
     if possible <= 0:
         return None
-    return math.fsum(float(v["weight"]) for v in verdicts if v["met"]) / possible
+    return math.fsum(float(v.weight) for v in verdicts if v.met) / possible
 
 
-def _tags(verdict: Mapping[str, Any]) -> list[str]:
-    return list(dict.fromkeys(str(t) for t in verdict.get("tags") or ()))
+def _tags(verdict: CriterionVerdict) -> list[str]:
+    return list(dict.fromkeys(str(t) for t in verdict.tags))
 
 
-def example_metrics(verdicts: Sequence[Mapping[str, Any]], example_tags: Sequence[str]) -> dict[str, float]:
+def example_metrics(verdicts: Sequence[CriterionVerdict], example_tags: Sequence[str]) -> dict[str, float]:
     """One graded reply's metrics, as HealthBench's ``grade_sample`` makes them: ``overall_score``, each
     example tag at the overall score, and each criterion tag over its own criteria where those have positive
     points. ``verdicts`` carry ``weight``, ``met`` and ``tags``. Without positive points there is no overall
@@ -89,7 +90,7 @@ def example_metrics(verdicts: Sequence[Mapping[str, Any]], example_tags: Sequenc
     if overall is not None:
         out["overall_score"] = overall
         out.update(dict.fromkeys(example_tags, overall))
-    by_tag: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    by_tag: dict[str, list[CriterionVerdict]] = defaultdict(list)
     for verdict in verdicts:
         for tag in _tags(verdict):
             by_tag[tag].append(verdict)
@@ -100,8 +101,8 @@ def example_metrics(verdicts: Sequence[Mapping[str, Any]], example_tags: Sequenc
     return out
 
 
-def _passed(verdict: Mapping[str, Any]) -> bool:
-    return bool(verdict["met"]) == (float(verdict["weight"]) >= 0)
+def _passed(verdict: CriterionVerdict) -> bool:
+    return verdict.met == (float(verdict.weight) >= 0)
 
 
 # -- an evaluation ----------------------------------------------------------------------------------------
@@ -117,23 +118,18 @@ class _Tally:
     judged: int = 0
 
 
-def _scored(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The ``state["criteria"]`` of each rollout that was graded (errored rollouts have none)."""
-    return [row["criteria"] for row in rows if row.get("criteria") and not row.get("error")]
-
-
-def _tallies(rows: Iterable[Mapping[str, Any]]) -> dict[str, _Tally]:
+def _tallies(graded: Iterable[CriteriaVerdicts]) -> dict[str, _Tally]:
     """Per tag (``overall`` first, then sorted): its values with their example ids, and its pass counts."""
     tallies: dict[str, _Tally] = defaultdict(_Tally)
-    for criteria in _scored(rows):
-        verdicts = list(criteria.get("verdicts") or ())
-        example_tags = list(dict.fromkeys(str(t) for t in criteria.get("example_tags") or ()))
+    for criteria in graded:
+        verdicts = criteria.verdicts
+        example_tags = list(dict.fromkeys(str(t) for t in criteria.example_tags))
         metrics = example_metrics(verdicts, example_tags)
         for name, value in metrics.items():
             tally = tallies[OVERALL if name == "overall_score" else name]
             tally.values.append(value)
-            tally.clusters.append(str(criteria["example"]))
-        criterion_tags: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+            tally.clusters.append(criteria.example)
+        criterion_tags: dict[str, list[CriterionVerdict]] = defaultdict(list)
         for verdict in verdicts:
             for tag in _tags(verdict):
                 criterion_tags[tag].append(verdict)
@@ -161,12 +157,12 @@ def bootstrap_std(values: Sequence[float], seed: int = 0, samples: int = BOOTSTR
     return float(np.std(means_S))
 
 
-def tag_scores(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, TagScore]:
-    """Every tag's ``TagScore`` over evaluated rollouts (lines of ``rollouts.jsonl``: rows with
-    ``state["criteria"]``; errored ones are skipped): ``overall`` first, then the tags sorted. Every tag's
-    bootstrap starts from ``seed``, so a tag's numbers do not depend on which other tags exist."""
+def tag_scores(graded: Sequence[CriteriaVerdicts], seed: int = 0) -> dict[str, TagScore]:
+    """Every tag's ``TagScore`` over the verdicts of an evaluation's graded rollouts (the caller leaves out
+    errored ones): ``overall`` first, then the tags sorted. Every tag's bootstrap starts from ``seed``, so a
+    tag's numbers do not depend on which other tags exist."""
     out = {}
-    for name, tally in _tallies(rows).items():
+    for name, tally in _tallies(graded).items():
         mean, ci = clustered_mean_ci(tally.values, tally.clusters)
         out[name] = TagScore(
             name=name,
@@ -207,26 +203,25 @@ def metric_name(tag: str) -> str:
     return re.sub(r"[^A-Za-z0-9_:.\-]", "_", tag)
 
 
-def step_tag_metrics(states: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """One training step's criteria metrics (no bootstrap, cheap): ``criteria/score_clipped_mean``
+def step_tag_metrics(graded: Sequence[CriteriaVerdicts]) -> dict[str, float]:
+    """One training step's criteria metrics over the verdicts of its graded rollouts (the caller leaves out
+    errored ones; no bootstrap, cheap): ``criteria/score_clipped_mean``
     (HealthBench's score of the step's rollouts), ``criteria/met_fraction`` (criteria met over judged),
     ``criteria/pitfalls_met_fraction`` (negative-weight criteria met over judged),
     ``criteria/rule_judged_fraction`` (verdicts given by a rule, not the LLM), and per tag
     ``tag/<tag>/score`` (clipped mean) and ``tag/<tag>/pass_rate`` (as ``TagScore.pass_rate``). A metric
     without a denominator is left out."""
-    verdicts = [v for criteria in _scored(states) for v in criteria.get("verdicts") or ()]
-    pitfalls = [v for v in verdicts if float(v["weight"]) < 0]
+    verdicts = [v for criteria in graded for v in criteria.verdicts]
+    pitfalls = [v for v in verdicts if float(v.weight) < 0]
     out: dict[str, float] = {}
-    tallies = _tallies(states)
+    tallies = _tallies(graded)
     if OVERALL in tallies:
         out["criteria/score_clipped_mean"] = clipped_mean(tallies[OVERALL].values)
     if verdicts:
-        out["criteria/met_fraction"] = sum(bool(v["met"]) for v in verdicts) / len(verdicts)
-        out["criteria/rule_judged_fraction"] = sum(v.get("judged_by") == "rule" for v in verdicts) / len(
-            verdicts
-        )
+        out["criteria/met_fraction"] = sum(v.met for v in verdicts) / len(verdicts)
+        out["criteria/rule_judged_fraction"] = sum(v.judged_by == "rule" for v in verdicts) / len(verdicts)
     if pitfalls:
-        out["criteria/pitfalls_met_fraction"] = sum(bool(v["met"]) for v in pitfalls) / len(pitfalls)
+        out["criteria/pitfalls_met_fraction"] = sum(v.met for v in pitfalls) / len(pitfalls)
     for name, tally in tallies.items():
         if name == OVERALL:
             continue

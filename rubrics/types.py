@@ -3,8 +3,9 @@
 States are plain ``dict`` objects: the source documents build them by hand, and that keeps working.
 ``State`` is the ``TypedDict`` that declares every key the environments and the rubrics write; every key is
 optional so a hand-built dict with a few of them is a valid state. What a state holds is typed objects
-(the multi-step verdicts are an ``EvaluationResult``); ``plain_state`` turns one into plain data where it
-leaves the process (a line of ``rollouts.jsonl``).
+(the multi-step verdicts are an ``EvaluationResult``, the criteria verdicts ``CriteriaVerdicts``);
+``plain_state`` turns one into plain data where it leaves the process (a line of ``rubric-grpo score``'s
+output; an evaluation's rollouts are written by ``envs.rollout.ScoredRollout``).
 """
 
 from __future__ import annotations
@@ -95,10 +96,9 @@ class State(TypedDict, total=False):
     tokens."""
     multistep: EvaluationResult
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
-    criteria: dict[str, Any]
-    """The verdicts of a per-prompt criteria rubric (``envs.criteria_env``), as plain data: ``example``,
-    ``score``, ``raw_score``, ``possible``, ``example_tags`` and ``verdicts`` (name, weight, tags, met,
-    judged_by, one per criterion)."""
+    criteria: CriteriaVerdicts
+    """The verdicts of a per-prompt criteria rubric (``envs.criteria_env``): the example, its score and one
+    verdict per criterion."""
     progress: object
     """An environment's own bookkeeping while the rollout runs (``MultiStepMultiTurnEnv``: its walk);
     removed when the rollout finishes, so never scored or written out."""
@@ -230,16 +230,94 @@ class EvaluationResult:
         )
 
 
+@dataclass(frozen=True)
+class CriterionVerdict:
+    """The verdict on one criterion of a per-prompt criteria rubric (``envs.criteria_env``)."""
+
+    name: str | None
+    """The criterion's name (None when it has none)."""
+    weight: float
+    """Its points: positive to earn, negative for a pitfall (as the criteria file gives it)."""
+    tags: list[str]
+    """Its tags (``axis:accuracy``)."""
+    met: bool
+    """Whether the reply meets it (for a pitfall: makes the mistake)."""
+    judged_by: str
+    """Who gave the verdict: ``rule`` (the criterion's own rule) or ``llm`` (the autograder)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for files and logs)."""
+        return {
+            "name": self.name,
+            "weight": self.weight,
+            "tags": list(self.tags),
+            "met": self.met,
+            "judged_by": self.judged_by,
+        }
+
+
+@dataclass(frozen=True)
+class CriteriaVerdicts:
+    """Everything grading one reply against its example's weighted criteria decided
+    (``rubrics.criteria_scores`` aggregates them by tag)."""
+
+    example: str
+    """The example's id."""
+    score: float
+    """The reward: the autograder's score, clipped to [0, 1]."""
+    raw_score: float
+    """Points of the criteria met (pitfalls count negative)."""
+    possible: float
+    """The example's positive points."""
+    example_tags: list[str]
+    """The example's own tags (``theme:...``)."""
+    verdicts: list[CriterionVerdict]
+    """One per criterion, in the example's order (empty for a grader that gives none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for files and logs)."""
+        return {
+            "example": self.example,
+            "score": self.score,
+            "raw_score": self.raw_score,
+            "possible": self.possible,
+            "example_tags": list(self.example_tags),
+            "verdicts": [v.to_dict() for v in self.verdicts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CriteriaVerdicts:
+        """Inverse of ``to_dict`` (numbers kept as written, so a file reads back to the same bytes).
+
+        Raises:
+            KeyError: a field is missing."""
+        return cls(
+            example=str(data["example"]),
+            score=data["score"],
+            raw_score=data["raw_score"],
+            possible=data["possible"],
+            example_tags=[str(t) for t in data["example_tags"]],
+            verdicts=[
+                CriterionVerdict(v["name"], v["weight"], list(v["tags"]), bool(v["met"]), str(v["judged_by"]))
+                for v in data["verdicts"]
+            ],
+        )
+
+
 def plain_state(state: State) -> dict[str, Any]:
-    """The state as plain data, for a JSON line (``rollouts.jsonl``): the verdicts as
-    ``EvaluationResult.to_dict``, everything else as it is."""
-    multistep = state.get("multistep")
-    if multistep is None:
-        return dict(state)
-    return {**state, "multistep": multistep.to_dict()}
+    """The state as plain data, for a JSON line (``rubric-grpo score``'s output): the verdicts as
+    ``EvaluationResult.to_dict`` and ``CriteriaVerdicts.to_dict``, everything else as it is."""
+    plain: dict[str, Any] = dict(state)
+    if (multistep := state.get("multistep")) is not None:
+        plain["multistep"] = multistep.to_dict()
+    if (criteria := state.get("criteria")) is not None:
+        plain["criteria"] = criteria.to_dict()
+    return plain
 
 
 __all__ = [
+    "CriteriaVerdicts",
+    "CriterionVerdict",
     "EvaluationResult",
     "GroupRewardFunc",
     "IndividualRewardFunc",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from train.types import Rollout, RolloutGroup, TrainBatch
+from envs.rollout import ScoredRollout
+from train.types import RolloutGroup, TrainBatch
 
 
 def collate(
@@ -53,8 +54,8 @@ def rollouts_to_batch(
     groups: Sequence[RolloutGroup], pad_token_id: int, mask_truncated: bool = False
 ) -> TrainBatch | None:
     """The trainable rollouts of the kept groups (errored ones and ones without a sequence are left out) as
-    one batch, each with the advantage scoring gave it (``Rollout.advantage``, or per reply
-    ``Rollout.reply_advantages``); None if none. A group not kept for training is an error: pass
+    one batch, each with the advantage scoring gave it (``ScoredRollout.advantage``, or per reply
+    ``ScoredRollout.reply_advantages``); None if none. A group not kept for training is an error: pass
     ``StepRollouts.kept_groups``."""
     sequences, advantages_B, truncated_B = [], [], []
     for group in groups:
@@ -73,7 +74,7 @@ def rollouts_to_batch(
     return collate(sequences, advantages_B, truncated_B, pad_token_id, mask_truncated)
 
 
-def token_advantages(rollout: Rollout) -> list[float]:
+def token_advantages(rollout: ScoredRollout) -> list[float]:
     """[T] the advantage of each token of ``rollout.sequence``: each reply's tokens carry that reply's
     ``rollout.reply_advantages`` entry, every other token 0.0 (it is off the loss mask)."""
     sequence, advantages = rollout.sequence, rollout.reply_advantages

@@ -5,8 +5,9 @@ checkpoints), asks the environment for G rollouts of each example through the ba
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
 are async). When every group of the step is scored, their advantages are computed once, under the run's
 scale and credit, and written into the states (``rubrics.advantages.assign_advantages``, or
-``assign_reply_advantages`` for credit per reply). Each finished state then becomes a ``Rollout``
-(``train.types``), once: what the batch, the metrics and the samples read.
+``assign_reply_advantages`` for credit per reply). Each finished state then becomes a ``ScoredRollout``
+(``envs.rollout``), once: what the batch, the metrics, the environment's ``step_metrics`` and the samples
+read.
 Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """
@@ -22,11 +23,11 @@ from typing import Any
 from envs.backends.base import InferenceBackend
 from envs.environment import Environment
 from envs.examples import Example
+from envs.rollout import ScoredRollout
 from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
-from rubrics.types import State
 from train.config import AdvantageConfig, TrainConfig
 from train.sampling import make_sampler, stratum_shares
-from train.types import Rollout, RolloutGroup
+from train.types import RolloutGroup
 
 
 @dataclass
@@ -35,9 +36,6 @@ class StepRollouts:
 
     groups: list[RolloutGroup]
     """Every group of the step, kept or dropped, in the order of its examples."""
-    states: list[State]
-    """Every rollout of the step as the environment left it, for its own ``step_metrics`` (what differs by
-    environment stays the environment's); the trainer reads ``groups``."""
     generate_s: float
     """Wall time of generation and scoring together (they overlap)."""
     policy_version: int
@@ -65,7 +63,7 @@ class StepRollouts:
         return [g for g in self.groups if g.kept]
 
     @property
-    def all_rollouts(self) -> list[Rollout]:
+    def all_rollouts(self) -> list[ScoredRollout]:
         """Every rollout of the step, kept or dropped (for metrics)."""
         return [r for g in self.groups for r in g.rollouts]
 
@@ -171,10 +169,9 @@ class Orchestrator:
             scored = assign_advantages(groups, scale, drop)
         return StepRollouts(
             groups=[
-                RolloutGroup([Rollout.from_state(s) for s in g.states], g.zero_variance, g.kept)
+                RolloutGroup([ScoredRollout.from_state(s) for s in g.states], g.zero_variance, g.kept)
                 for g in scored
             ],
-            states=[s for g in scored for s in g.states],
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},

@@ -6,13 +6,12 @@ the run's held-out results as the trainer kept them (``train.run_folder.HeldOutR
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from envs.evaluation import Evaluation
+from envs.rollout import ScoredRollout
 from rubrics.multistep.probe import (
     PolicyScore,
     Rollout,
@@ -24,27 +23,26 @@ from train.rollout_metrics import diversity_metrics
 from train.run_folder import AFTER, BEFORE, WARM_START, EvalPoint, HeldOutResults, RunFolder
 
 
-def model_score(name: str, states: list[dict[str, Any]]) -> PolicyScore:
+def model_score(name: str, evaluated: Sequence[ScoredRollout]) -> PolicyScore:
     """The probe's statistics (``rubrics.multistep.probe.PolicyScore``) of a model's evaluated rollouts: the
     mean reward with its interval clustered by scenario, over the rollouts that did not fail (as the
     evaluation's own summary)."""
-    rollouts = _healthy_rollouts(states)
-    roots = sorted({str(res["name"]) for r in rollouts for res in r.results if res.get("level") == 0})
+    rollouts = _healthy_rollouts(evaluated)
+    roots = sorted({res.name for r in rollouts for res in r.results if res.level == 0})
     return score_rollouts(name, rollouts, roots)
 
 
-def _healthy_rollouts(states: list[dict[str, Any]]) -> list[Rollout]:
+def _healthy_rollouts(evaluated: Sequence[ScoredRollout]) -> list[Rollout]:
     """The rollouts that did not fail (no error, a finite reward), as the probe's ``Rollout``s: the ones every
     statistic of the report is computed over, keyed by the same scenario names."""
-    healthy = [s for s in states if not s.get("error") and math.isfinite(float(s.get("reward", math.nan)))]
-    return [Rollout.from_state(s) for s in healthy]
+    return [r.for_probe() for r in evaluated if r.healthy]
 
 
 def write_report_md(
     run: RunFolder,
     held_out: HeldOutResults,
     samples: int = 3,
-    sections: Callable[[dict[str, list[dict[str, Any]]]], list[str]] | None = None,
+    sections: Callable[[Mapping[str, Sequence[ScoredRollout]]], list[str]] | None = None,
     estimator: str = "",
 ) -> Path:
     """``report.md`` of ``run``: the held-out evaluation before and after training side by side (and after the
@@ -174,12 +172,12 @@ def _first_decision(evals: dict[EvalPoint, Evaluation]) -> list[str]:
     requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the part
     of the reward GRPO sees first."""
 
-    def right(rows: list[dict[str, Any]]) -> PolicyScore:
+    def right(rows: Sequence[ScoredRollout]) -> PolicyScore:
         """The probe's statistics with each rollout's reward replaced by 1 if its first decision is right."""
         scored = []
         for rollout in _healthy_rollouts(rows):
-            roots = [r for r in rollout.results if r.get("level") == 0]
-            scored.append(replace(rollout, reward=float(bool(roots) and all(r["correct"] for r in roots))))
+            roots = [r for r in rollout.results if r.level == 0]
+            scored.append(replace(rollout, reward=float(bool(roots) and all(r.correct for r in roots))))
         return score_rollouts("", scored, [])
 
     if not any(r.results for e in evals.values() for r in _healthy_rollouts(e.rollouts)):
@@ -226,7 +224,7 @@ def _summary_table(evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, P
     """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward (with
     its clustered interval, ``scores``), replies, diversity and repetition, tokens, requirement pass rates."""
     summaries = {when: e.summary for when, e in evals.items()}
-    replies = {when: [m for r in e.rollouts for m in _reply_list(r)] for when, e in evals.items()}
+    replies = {when: [m for r in e.rollouts for m in r.replies] for when, e in evals.items()}
     diversity = {when: diversity_metrics(texts) for when, texts in replies.items()}
     # a rollout's replies joined: a loop across turns (a reply restating the previous one) shows here
     whole = {when: diversity_metrics([_replies(r) for r in e.rollouts]) for when, e in evals.items()}
@@ -263,7 +261,7 @@ def _summary_table(evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, P
 
 
 def _sample_replies(
-    before_rows: list[dict[str, Any]], after_rows: list[dict[str, Any]], samples: int
+    before_rows: Sequence[ScoredRollout], after_rows: Sequence[ScoredRollout], samples: int
 ) -> list[str]:
     """Up to ``samples`` scenarios: the first rollout's replies before and after training."""
     lines: list[str] = []
@@ -276,24 +274,19 @@ def _sample_replies(
         shown.add(key)
         lines += [f"### {_quote(key, 300)}", ""]
         for when, sample in (("before", row), ("after", after_by_prompt[key])):
-            lines.append(f"**{when}** (reward {sample.get('reward', math.nan):.3f}):")
+            lines.append(f"**{when}** (reward {sample.reward:.3f}):")
             lines += ["", *(f"> {text}" for text in _quote(_replies(sample), 1200).splitlines()), ""]
     return lines
 
 
-def _reply_list(row: dict[str, Any]) -> list[str]:
-    """The model's replies of one rollout."""
-    return [m.get("content", "") for m in row.get("completion", []) if m.get("role") == "assistant"]
-
-
-def _replies(row: dict[str, Any]) -> str:
+def _replies(rollout: ScoredRollout) -> str:
     """The model's replies of one rollout, joined by blank lines."""
-    return "\n\n".join(_reply_list(row))
+    return "\n\n".join(rollout.replies)
 
 
-def _prompt_key(row: dict[str, Any]) -> str:
+def _prompt_key(rollout: ScoredRollout) -> str:
     """The scenario a rollout played: its last prompt message."""
-    prompt = row.get("prompt", "")
+    prompt = rollout.prompt
     return str(prompt[-1].get("content", "")) if isinstance(prompt, list) and prompt else str(prompt)
 
 

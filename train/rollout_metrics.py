@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from train.types import Rollout
+from envs.rollout import ScoredRollout
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
@@ -22,7 +22,7 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def first_reply(rollout: Rollout) -> str:
+def first_reply(rollout: ScoredRollout) -> str:
     """The policy's first reply (what diversity is measured on)."""
     completion = rollout.completion
     if isinstance(completion, list):
@@ -30,12 +30,12 @@ def first_reply(rollout: Rollout) -> str:
     return str(completion or "")
 
 
-def error_causes(rollouts: Sequence[Rollout]) -> Counter[str]:
+def error_causes(rollouts: Sequence[ScoredRollout]) -> Counter[str]:
     """How many rollouts failed, by cause (``error_cause``; ``unknown`` when only ``error`` is set)."""
     return Counter(r.error_cause or "unknown" for r in rollouts if r.error)
 
 
-def rollout_metrics(rollouts: Sequence[Rollout], advantages: Sequence[float]) -> dict[str, float]:
+def rollout_metrics(rollouts: Sequence[ScoredRollout], advantages: Sequence[float]) -> dict[str, float]:
     """Step metrics of every rollout (errored ones counted, left out of reward statistics)."""
     healthy = [r for r in rollouts if not r.error and math.isfinite(r.reward)]
     out: dict[str, float] = {
@@ -79,14 +79,14 @@ def rollout_metrics(rollouts: Sequence[Rollout], advantages: Sequence[float]) ->
     return out
 
 
-def reply_credit_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
-    """Per requirement node, over the replies credited one by one (``Rollout.reply_credit``, credit per
+def reply_credit_metrics(rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
+    """Per requirement node, over the replies credited one by one (``ScoredRollout.reply_credit``, credit per
     reply): ``credit/<node>/replies`` (how many answered it), ``reward_to_go`` and ``advantage_abs`` (means),
     and ``zero_frac`` (the share whose advantage is 0.0: alone at the node, or no spread there). Empty under
     episode credit."""
     by_node: dict[str, list[tuple[float, float]]] = {}
     for r in rollouts:
-        for credit, advantage in zip(r.reply_credit, r.reply_advantages or [], strict=True):
+        for credit, advantage in zip(r.reply_credit or [], r.reply_advantages or [], strict=True):
             by_node.setdefault(credit.node, []).append((credit.reward_to_go, advantage))
     out: dict[str, float] = {}
     for node, pairs in sorted(by_node.items()):
@@ -98,14 +98,14 @@ def reply_credit_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
     return out
 
 
-def sample_rows(rollouts: Sequence[Rollout], limit: int = 4) -> list[dict[str, Any]]:
+def sample_rows(rollouts: Sequence[ScoredRollout], limit: int = 4) -> list[dict[str, Any]]:
     """A few rollouts as rows of the samples table (``samples.jsonl``): the one place a step's rollouts
     become plain data."""
     rows = []
     for r in list(rollouts)[:limit]:
         rows.append(
             {
-                "scenario": r.scenario,
+                "scenario": str(r.info.get("scenario", "")),
                 "reward": r.reward,
                 "stop": r.stop_reason,
                 "conversation": "\n".join(

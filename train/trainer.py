@@ -33,6 +33,7 @@ from envs.backends.base import TrainingBackend
 from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models.loading import check_versions
+from envs.rollout import ScoredRollout
 from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import LoggingConfig, RolloutConfig, TrainConfig
@@ -58,7 +59,6 @@ from train.run_folder import (
 )
 from train.task import build_task, extra_eval_examples
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
-from train.types import Rollout
 from train.warm_start import run_warm_start
 
 if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
@@ -159,7 +159,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         metrics = {
             **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
-            **env.step_metrics(rollouts.states),
+            **env.step_metrics(rollouts.all_rollouts),
             **shares,
         }
         _log_and_save(
@@ -201,7 +201,7 @@ class TooManyFailedRollouts(RuntimeError):
     """More of a step's rollouts failed than ``rollout.max_errored_fraction`` allows."""
 
 
-def check_failures(rollouts: Sequence[Rollout], step: int, max_fraction: float) -> None:
+def check_failures(rollouts: Sequence[ScoredRollout], step: int, max_fraction: float) -> None:
     """Raise ``TooManyFailedRollouts`` naming the causes when more than ``max_fraction`` of ``rollouts``
     failed."""
     causes = error_causes(rollouts)

@@ -1,130 +1,27 @@
 """The types the trainer's parts hand each other.
 
-``Rollout`` and ``RolloutGroup``: a scored rollout as the trainer sees it, built once from the environment's
-finished ``State`` (``Rollout.from_state``, in the orchestrator), with only the fields that exist for it.
-``TrainBatch``: the one object that crosses from orchestration to optimisation, shapes in the names:
-B sequences, T tokens (right-padded).
+``RolloutGroup``: the scored rollouts of one example (``envs.rollout.ScoredRollout``, built once from the
+environment's finished ``State`` in the orchestrator, as an evaluation builds its own). ``TrainBatch``: the
+one object that crosses from orchestration to optimisation, shapes in the names: B sequences, T tokens
+(right-padded).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rubrics.advantages import ReplyCredit
-from rubrics.types import Messages, State
+from envs.rollout import ScoredRollout
 
 if TYPE_CHECKING:  # train.types is imported by code that must load without torch
     import torch
 
 
 @dataclass(frozen=True)
-class TokenSequence:
-    """A rollout flattened for the loss (``envs.sequence.build_sequence``): every list is [T]."""
-
-    ids: list[int]
-    """[T] every token: prompt, model turns, environment turns."""
-    loss_mask: list[int]
-    """[T] 1 on tokens the model sampled, 0 elsewhere."""
-    logprobs: list[float]
-    """[T] the inference engine's logprob of each sampled token; 0.0 where the mask is 0."""
-    replies: list[tuple[int, int]]
-    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
-
-    def row(self) -> dict[str, list[Any]]:
-        """The row ``train.batching.collate`` pads (``ids``, ``loss_mask``, ``logprobs``)."""
-        return {"ids": self.ids, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """One scored rollout, as the trainer's batch, metrics, failure check and samples read it."""
-
-    sequence: TokenSequence | None
-    """The training sequence; None when the rollout never produced a model turn (it failed first)."""
-    completion: Messages | str
-    """What the model produced and the environment answered (for the diversity metrics and the samples)."""
-    scenario: str
-    """The name of the example's scenario (``info["scenario"]``; empty when it has none)."""
-    reward: float
-    """The rubric's reward; NaN when the rollout failed or a reward function raised."""
-    advantage: float
-    """Its advantage (``rubrics.advantages``): every token of its sequence trains on it, unless
-    ``reply_advantages`` is set. 0.0 for a failed rollout."""
-    reply_advantages: list[float] | None
-    """Credit per reply (``advantage.credit`` ``turn`` or ``mixed``): each model reply's own advantage, put on
-    that reply's tokens; None under episode credit."""
-    reply_credit: list[ReplyCredit]
-    """Credit per reply: the node each model reply answered and its reward-to-go, in order (empty under
-    episode credit or for a failed rollout)."""
-    metrics: dict[str, float]
-    """The raw value of every reward function and metric by name."""
-    timing: dict[str, float]
-    """Wall time per phase in milliseconds (``generation_ms``, ``scoring_ms``, ``judge_ms``, ``total_ms``)."""
-    error: str | None
-    """Why the rollout cannot be trusted, or None: a failed rollout is out of the baseline and the loss."""
-    error_cause: str | None
-    """The kind of failure (the exception's type, ``prompt_too_long``, ``reward_function``), or None."""
-    is_truncated: bool
-    """Its last reply stopped at the token limit."""
-    stop_reason: str
-    """Why it ended (a ``rubrics.types.StopReason`` value; empty when the environment set none)."""
-    turn: int
-    """Model turns taken."""
-    completion_tokens: int
-    """Tokens the model sampled, over every turn."""
-    weight_versions: list[int]
-    """The weight version each model turn was generated with, as the backend stamped it (empty when it
-    stamps none)."""
-
-    @classmethod
-    def from_state(cls, state: State) -> Rollout:
-        """The rollout of a finished, scored state with its advantage written.
-
-        Raises:
-            ValueError: the state has no advantage (``rubrics.advantages`` writes one into every state)."""
-        if "advantage" not in state:
-            raise ValueError(
-                "a rollout reached the trainer without an advantage (rubrics.advantages writes it)"
-            )
-        sequence = state.get("sequence")
-        trajectory = state.get("trajectory", [])
-        reply_advantages = state.get("reply_advantages")
-        return cls(
-            sequence=None
-            if sequence is None
-            else TokenSequence(
-                ids=list(sequence["ids"]),
-                loss_mask=list(sequence["loss_mask"]),
-                logprobs=list(sequence["logprobs"]),
-                replies=[(int(a), int(b)) for a, b in sequence.get("replies", [])],
-            ),
-            completion=state.get("completion", ""),
-            scenario=str((state.get("info") or {}).get("scenario", "")),
-            reward=float(state.get("reward", math.nan)),
-            advantage=state["advantage"],
-            reply_advantages=None if reply_advantages is None else list(reply_advantages),
-            reply_credit=[
-                ReplyCredit(str(c["node"]), float(c["reward_to_go"])) for c in state.get("reply_credit", [])
-            ],
-            metrics=dict(state.get("metrics") or {}),
-            timing=dict(state.get("timing") or {}),
-            error=state.get("error") or None,
-            error_cause=state.get("error_cause") or None,
-            is_truncated=bool(state.get("is_truncated", False)),
-            stop_reason=str(state.get("stop_reason") or ""),
-            turn=int(state.get("turn", 0)),
-            completion_tokens=sum(len(t.get("completion_ids", [])) for t in trajectory),
-            weight_versions=[t["weight_version"] for t in trajectory if "weight_version" in t],
-        )
-
-
-@dataclass(frozen=True)
 class RolloutGroup:
     """The G rollouts of one example, scored, with their advantages."""
 
-    rollouts: list[Rollout]
+    rollouts: list[ScoredRollout]
     """[G] in the order the environment returned them."""
     zero_variance: bool
     """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""

@@ -20,7 +20,6 @@ from envs.config import EnvConfig
 from envs.evaluation.result import EvalFolder
 from envs.evaluation.run import run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
-from rubrics.types import plain_state
 
 ENV_FLAGS = {
     "rubric": "rubric",
@@ -116,7 +115,9 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
         sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
         env, train, held = make_env(env_config, tokenizer, sampling)
         chosen = held if job.split == "eval" else train  # ``all``: nothing is held out
-        summary, states = await run_eval(env, backend, chosen, job.n, out.rollouts, job.concurrency, progress)
+        summary, rollouts = await run_eval(
+            env, backend, chosen, job.n, out.rollouts, job.concurrency, progress
+        )
     finally:
         await backend.close()
     out.summary.write_text(
@@ -124,15 +125,15 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
             {
                 "job": {**job.__dict__, "env": job.env.model_dump()},
                 **summary.as_dict(),
-                **env.summary_metrics([plain_state(s) for s in states]),
+                **env.summary_metrics(rollouts),
             },
             indent=2,
             default=str,
         )
     )
-    plot_summary(summary, states, out.plot)
+    plot_summary(summary, rollouts, out.plot)
     print(format_summary(summary))
-    extra = env.report_sections({"model": [plain_state(s) for s in states]})
+    extra = env.report_sections({"model": rollouts})
     if extra:  # e.g. per-tag scores of a criteria dataset
         print("\n" + "\n".join(extra))
         out.report.write_text("\n".join(extra) + "\n", encoding="utf-8")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.evaluation.summary import EvalSummary
+from envs.rollout import ScoredRollout
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -25,7 +26,7 @@ class EvalFolder:
 
     @property
     def rollouts(self) -> Path:
-        """Every scored rollout, one JSON line each (``rubrics.types.plain_state``), written as groups finish."""
+        """Every scored rollout, one JSON line each (``ScoredRollout.to_dict``), written as groups finish."""
         return self.path / ROLLOUTS_FILE
 
     @property
@@ -52,8 +53,8 @@ class Evaluation:
     """The statistics over the scored rollouts."""
     metrics: dict[str, float]
     """The environment's own numbers (``Environment.summary_metrics``, e.g. ``healthbench/overall``)."""
-    rollouts: list[dict[str, Any]]
-    """Every scored rollout as plain data (``rubrics.types.plain_state``), as ``rollouts.jsonl`` holds it."""
+    rollouts: list[ScoredRollout]
+    """Every scored rollout, in the order the groups finished (as ``rollouts.jsonl`` holds them)."""
 
     def as_dict(self) -> dict[str, Any]:
         """What ``summary.json`` holds: the summary's fields, then the environment's numbers."""
@@ -81,7 +82,13 @@ def read_evaluation(folder: EvalFolder) -> Evaluation:
         if not line:
             continue
         try:
-            rollouts.append(json.loads(line))
+            data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{folder.rollouts}: line {lineno}: not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{folder.rollouts}: line {lineno}: not a JSON object")
+        try:
+            rollouts.append(ScoredRollout.from_dict(data))
+        except ValueError as exc:
+            raise ValueError(f"{folder.rollouts}: line {lineno}: {exc}") from None
     return Evaluation(summary, metrics, rollouts)

@@ -15,8 +15,8 @@ from envs.environment import Environment
 from envs.evaluation.result import EvalFolder, Evaluation
 from envs.evaluation.summary import EvalSummary, plot_summary, summarize
 from envs.examples import Example
+from envs.rollout import ScoredRollout
 from rubrics.advantages import assign_advantages
-from rubrics.types import State, plain_state
 
 
 async def run_eval(
@@ -27,9 +27,9 @@ async def run_eval(
     out_path: str | Path | None = None,
     concurrency: int = 4,
     progress: bool = True,
-) -> tuple[EvalSummary, list[State]]:
-    """``n`` rollouts of every example, scored, with their advantages within each group (unscaled); each
-    group is written to ``out_path`` as it finishes."""
+) -> tuple[EvalSummary, list[ScoredRollout]]:
+    """``n`` rollouts of every example, scored, with their advantages within each group (unscaled), typed
+    once each group finishes (``ScoredRollout.from_state``); each group is written to ``out_path`` then."""
     from rich.progress import Progress
 
     out = Path(out_path) if out_path else None
@@ -37,7 +37,7 @@ async def run_eval(
         out.parent.mkdir(parents=True, exist_ok=True)
     handle = out.open("w", encoding="utf-8") if out is not None else None
     semaphore = asyncio.Semaphore(concurrency)
-    states: list[State] = []
+    rollouts: list[ScoredRollout] = []
     start = time.perf_counter()
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("rollouts", total=len(examples) * n)
@@ -46,10 +46,11 @@ async def run_eval(
             async with semaphore:
                 group = await env.run_group(example, backend, n)
             assign_advantages([group])
-            states.extend(group)
+            scored = [ScoredRollout.from_state(s) for s in group]
+            rollouts.extend(scored)
             if handle is not None:
-                for s in group:
-                    handle.write(json.dumps(plain_state(s), default=str) + "\n")
+                for r in scored:
+                    handle.write(json.dumps(r.to_dict(), default=str) + "\n")
                 handle.flush()
             bar.advance(task, len(group))
 
@@ -58,7 +59,7 @@ async def run_eval(
         finally:
             if handle is not None:
                 handle.close()
-    return summarize(states, time.perf_counter() - start, len(examples)), states
+    return summarize(rollouts, time.perf_counter() - start, len(examples)), rollouts
 
 
 async def evaluate_to_dir(
@@ -76,11 +77,10 @@ async def evaluate_to_dir(
 
     torch.manual_seed(seed)
     # every group at once: the backend batches all the evaluation's rollouts, as it does a training step's
-    summary, states = await run_eval(
+    summary, rollouts = await run_eval(
         env, backend, examples, n, folder.rollouts, concurrency=max(len(examples), 1), progress=False
     )
-    plot_summary(summary, states, folder.plot)
-    rollouts = [plain_state(s) for s in states]
+    plot_summary(summary, rollouts, folder.plot)
     result = Evaluation(summary, env.summary_metrics(rollouts), rollouts)
     folder.summary.write_text(json.dumps(result.as_dict(), indent=2, default=str))
     return result

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubrics.intervals import cluster_of, clustered_mean_ci
-from rubrics.types import State, StopReason
+from envs.rollout import ScoredRollout
+from rubrics.intervals import clustered_mean_ci
+from rubrics.types import StopReason
 
 
 @dataclass
@@ -93,31 +94,30 @@ class EvalSummary:
         )
 
 
-def summarize(states: Sequence[State], wall_s: float, examples: int) -> EvalSummary:
+def summarize(rollouts: Sequence[ScoredRollout], wall_s: float, examples: int) -> EvalSummary:
     """Statistics over scored rollouts."""
-    healthy = [s for s in states if not s.get("error") and math.isfinite(s.get("reward", math.nan))]
-    rewards = [float(s["reward"]) for s in healthy]
+    healthy = [r for r in rollouts if r.healthy]
+    rewards = [float(r.reward) for r in healthy]
     summary = EvalSummary(
-        rollouts=len(states), examples=examples, errored=len(states) - len(healthy), wall_s=wall_s
+        rollouts=len(rollouts), examples=examples, errored=len(rollouts) - len(healthy), wall_s=wall_s
     )
     if rewards:
-        mean, summary.reward_ci95 = clustered_mean_ci(rewards, [cluster_of(s) for s in healthy])
+        mean, summary.reward_ci95 = clustered_mean_ci(rewards, [r.scenario for r in healthy])
         var = math.fsum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1) if len(rewards) > 1 else 0.0
         summary.reward_mean, summary.reward_std = mean, math.sqrt(var)
     passes: dict[str, list[int]] = {}
     depth: Counter[int] = Counter()
     stops: Counter[str] = Counter()
     firsts = []
-    for s in states:
-        verdicts = s.get("multistep")
-        for r in verdicts.results if verdicts is not None else []:
+    for rollout in rollouts:
+        for r in rollout.multistep.results if rollout.multistep is not None else []:
             entry = passes.setdefault(r.name, [0, 0])
             entry[0] += int(r.correct)
             entry[1] += 1
-        depth[int(s.get("metrics", {}).get("depth", 0))] += 1
-        stops[str(s.get("stop_reason") or ("error" if s.get("error") else StopReason.COMPLETED.value))] += 1
-        summary.completion_tokens += sum(len(t["completion_ids"]) for t in s.get("trajectory", []))
-        completion = s.get("completion") or []
+        depth[int(rollout.metrics.get("depth", 0))] += 1
+        stops[rollout.stop_reason or ("error" if rollout.error else StopReason.COMPLETED.value)] += 1
+        summary.completion_tokens += rollout.completion_tokens
+        completion = rollout.completion or []
         firsts.append(
             completion[0]["content"] if isinstance(completion, list) and completion else str(completion)
         )
@@ -147,14 +147,14 @@ def format_summary(summary: EvalSummary) -> str:
     return "\n".join(lines)
 
 
-def plot_summary(summary: EvalSummary, states: Sequence[State], path: str | Path) -> Path:
+def plot_summary(summary: EvalSummary, rollouts: Sequence[ScoredRollout], path: str | Path) -> Path:
     """A PNG with the depth and reward distributions."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rewards = [float(s["reward"]) for s in states if math.isfinite(s.get("reward", math.nan))]
+    rewards = [float(r.reward) for r in rollouts if math.isfinite(r.reward)]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.bar([str(d) for d in summary.depth], list(summary.depth.values()), color="#2166ac")
     ax1.set(title="depth reached", xlabel="levels", ylabel="rollouts")

@@ -27,29 +27,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.intervals import cluster_of, clustered_mean_ci, t95
+from rubrics.intervals import clustered_mean_ci, t95
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import Walk, truth_of
+from rubrics.types import RequirementResult
 
 
 @dataclass(frozen=True)
 class Rollout:
-    """What the statistics need of one rollout."""
+    """What the statistics need of one rollout: a scripted policy's (``play``), or a view of a model's
+    evaluated rollout (``envs.rollout.ScoredRollout.for_probe``)."""
 
     scenario: str
     """The scenario played (the cluster of the interval)."""
     reward: float
     """The rubric's reward."""
-    results: list[dict[str, Any]]
-    """The walk's verdicts: ``name``, ``level``, ``truth``, ``correct`` each."""
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> Rollout:
-        """From a scored rollout state (a line of an evaluation's ``rollouts.jsonl``)."""
-        multistep = state.get("multistep") or {}
-        return cls(cluster_of(state), float(state.get("reward", 0.0)), list(multistep.get("results", [])))
+    results: list[RequirementResult]
+    """The walk's verdicts (empty without a requirement DAG)."""
 
 
 @dataclass
@@ -116,12 +112,12 @@ def score_rollouts(policy: str, rollouts: Sequence[Rollout], roots: Sequence[str
     branches: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for rollout in rollouts:
         for result in rollout.results:
-            ok = int(bool(result.get("correct")))
-            for tally in (passes[str(result["name"])], levels[int(result.get("level", 0))]):
+            ok = int(result.correct)
+            for tally in (passes[result.name], levels[result.level]):
                 tally[0] += ok
                 tally[1] += 1
-            if result["name"] in roots:
-                branch = branches[f"{result['name']}={result.get('truth')}"]
+            if result.name in roots:
+                branch = branches[f"{result.name}={result.truth}"]
                 branch[0] += ok
                 branch[1] += 1
     score.pass_rates = {k: (v[0], v[1]) for k, v in sorted(passes.items())}
@@ -277,7 +273,7 @@ async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_
     """One scripted rollout (``converse``), scored."""
     _, walk = await converse(rubric, scenario, policy, max_turns)
     result = walk.result
-    return Rollout(scenario.name, rubric.reward(result, scenario.answers), result.to_dict()["results"])
+    return Rollout(scenario.name, rubric.reward(result, scenario.answers), result.results)
 
 
 def scripted(replies: Sequence[str]) -> Policy:

@@ -18,6 +18,8 @@ from envs.build import make_env
 from envs.config import EnvConfig
 from envs.criteria_env import CriteriaEnv
 from envs.examples import Example
+from envs.rollout import ScoredRollout
+from rubrics.advantages import assign_advantages
 from rubrics.autograders import PerCriterionGrader
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
@@ -67,10 +69,16 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
     states = await play(tokenizer, replies)
     assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, 0.0, 1.0]
     second = states[1]["criteria"]
-    assert second["example"] == "burn-1" and second["raw_score"] == 1.0 and second["possible"] == 6.0
-    assert [v["met"] for v in second["verdicts"]] == [True, False, True]
-    assert {v["judged_by"] for v in second["verdicts"]} == {"rule"}
-    metrics = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer).step_metrics(states[1:2])
+    assert second.example == "burn-1" and second.raw_score == 1.0 and second.possible == 6.0
+    assert [v.met for v in second.verdicts] == [True, False, True]
+    assert {v.judged_by for v in second.verdicts} == {"rule"}
+    env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
+    assign_advantages([states])
+    second_rollout = ScoredRollout.from_state(states[1])
+    metrics = env.step_metrics([second_rollout])
+    # an errored rollout's verdicts are not counted
+    errored = ScoredRollout.from_state({**states[0], "error": "judge timed out"})
+    assert env.step_metrics([second_rollout, errored]) == metrics
     assert metrics["criteria/pitfalls_met_fraction"] == 1.0
     assert metrics["criteria/met_fraction"] == 2 / 3
     # axis:accuracy holds "cool" (met: passes) and "butter" (made: fails) -> 1/2
@@ -109,8 +117,11 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         (state,) = await env.run_group(Example(criteria=llm_only), backend, 1)
         # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
         assert state["reward"] == 1.0 and len(server.requests) == 1
-        assert [v["judged_by"] for v in state["criteria"]["verdicts"]] == ["llm", "rule", "rule"]
-        spent = env.step_metrics([state])  # the judge's counters since the last step
+        assert [v.judged_by for v in state["criteria"].verdicts] == ["llm", "rule", "rule"]
+        assign_advantages([[state]])
+        spent = env.step_metrics(
+            [ScoredRollout.from_state(state)]
+        )  # the judge's counters since the last step
         assert spent["judge/calls"] == 1 and spent["judge/requests"] == 1 and spent["judge/seconds"] > 0
         assert spent["criteria/rule_judged_fraction"] == 2 / 3
         server.faults.extend(["500", "500"])  # both attempts fail
@@ -118,6 +129,7 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
             Example(criteria=llm_only), CyclingBackend(tokenizer, ["Another."]), 1
         )
         assert failed.get("error") and math.isnan(failed["reward"])
-        spent = env.step_metrics([failed])  # only what this step spent: 2 attempts of 1 call, failed
+        assign_advantages([[failed]])
+        spent = env.step_metrics([ScoredRollout.from_state(failed)])  # only this step's: 2 attempts, failed
         assert spent["judge/calls"] == 1 and spent["judge/requests"] == 2 and spent["judge/failures"] == 1
         await client.close()

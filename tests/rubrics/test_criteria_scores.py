@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,27 +17,19 @@ from rubrics.criteria_scores import (
     tag_scores,
 )
 from rubrics.intervals import clustered_mean_ci, t95
+from rubrics.types import CriteriaVerdicts, CriterionVerdict
 
 
-def verdict(weight: float, met: bool, *tags: str, by: str = "llm") -> dict[str, Any]:
-    return {"name": None, "weight": weight, "tags": list(tags), "met": met, "judged_by": by}
+def verdict(weight: float, met: bool, *tags: str, by: str = "llm") -> CriterionVerdict:
+    return CriterionVerdict(None, weight, list(tags), met, by)
 
 
-def row(example: str, verdicts: list[dict[str, Any]], tags: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A line of rollouts.jsonl for the criteria environment (score fields as the environment fills them)."""
-    possible = math.fsum(v["weight"] for v in verdicts if v["weight"] > 0)
-    raw = math.fsum(v["weight"] for v in verdicts if v["met"])
-    return {
-        "info": {"scenario": example},
-        "criteria": {
-            "example": example,
-            "score": min(1.0, max(0.0, raw / possible)) if possible else 0.0,
-            "raw_score": raw,
-            "possible": possible,
-            "example_tags": list(tags),
-            "verdicts": verdicts,
-        },
-    }
+def row(example: str, verdicts: list[CriterionVerdict], tags: tuple[str, ...] = ()) -> CriteriaVerdicts:
+    """The verdicts of one graded rollout of the criteria environment (score fields as it fills them)."""
+    possible = math.fsum(v.weight for v in verdicts if v.weight > 0)
+    raw = math.fsum(v.weight for v in verdicts if v.met)
+    score = min(1.0, max(0.0, raw / possible)) if possible else 0.0
+    return CriteriaVerdicts(example, score, raw, possible, list(tags), verdicts)
 
 
 # A HealthBench-like example: two positive criteria and two pitfalls, one pitfall made.
@@ -140,13 +131,6 @@ def test_interval_is_clustered_by_example() -> None:
     assert overall.ci95 == pytest.approx(t95(2) * math.sqrt(1.5 * 0.6171875 / 16))
     assert overall.ci95 == pytest.approx(clustered_mean_ci([1.0, 0.5, 0.0, 0.25], ["a", "a", "b", "c"])[1])
     assert overall.ci95 == pytest.approx(1.0351, abs=1e-4)
-
-
-def test_errored_rollouts_are_skipped() -> None:
-    rows = [row("a", HB), row("b", [verdict(1, True)])]
-    failed = {"info": {"scenario": "c"}, "error": "judge timed out"}
-    assert tag_scores([*rows, failed]) == tag_scores(rows)
-    assert step_tag_metrics([*rows, failed]) == step_tag_metrics(rows)
 
 
 def test_step_tag_metrics() -> None:

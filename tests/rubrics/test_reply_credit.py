@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from envs.rollout import ScoredRollout
 from rubrics.advantages import (
     EPS,
     ReplyCredit,
@@ -16,8 +17,8 @@ from rubrics.advantages import (
     assign_reply_advantages,
 )
 from rubrics.types import State
+from tests.support.rollouts import finished
 from train.rollout_metrics import reply_credit_metrics
-from train.types import Rollout
 
 
 def rollout(reward: float, *credits: tuple[str, float], error: str | None = None) -> State:
@@ -152,10 +153,10 @@ def test_nodes_are_pooled_within_a_group_only() -> None:
 def test_per_node_metrics() -> None:
     states = group()
     assign_reply_advantages([states], credit, scale="none")
-    metrics = reply_credit_metrics([Rollout.from_state(s) for s in states])
+    metrics = reply_credit_metrics([ScoredRollout.from_state(finished(**s)) for s in states])
     assert metrics["credit/size_up/replies"] == 3.0
     assert metrics["credit/size_up/reward_to_go"] == pytest.approx(1.75 / 3)
     assert metrics["credit/hazard/advantage_abs"] == pytest.approx(0.125)
     assert metrics["credit/patient/zero_frac"] == 1.0 and metrics["credit/hazard/zero_frac"] == 0.0
-    episode = Rollout.from_state({**rollout(1.0), "advantage": 0.0})
+    episode = ScoredRollout.from_state(finished(**rollout(1.0)))
     assert reply_credit_metrics([episode]) == {}  # episode credit: nothing per node

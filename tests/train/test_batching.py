@@ -6,9 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from envs.rollout import ScoredRollout  # noqa: E402
 from rubrics.types import State  # noqa: E402
+from tests.support.rollouts import finished  # noqa: E402
 from train.batching import collate, rollouts_to_batch  # noqa: E402
-from train.types import Rollout, RolloutGroup  # noqa: E402
+from train.types import RolloutGroup  # noqa: E402
 
 # two sequences: 4 tokens (prompt 2, model 2) and 3 tokens (prompt 1, model 1, environment 1)
 LONG = {"ids": [5, 6, 7, 8], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0, 0.0, -0.5, -1.0]}
@@ -51,7 +53,8 @@ def test_slice_trims_to_the_longest_real_sequence() -> None:
 def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> RolloutGroup:
     for state, advantage in zip(states, advantages_G, strict=True):
         state["advantage"] = advantage  # as scoring writes it
-    return RolloutGroup([Rollout.from_state(s) for s in states], zero_variance=False, kept=kept)
+    rollouts = [ScoredRollout.from_state(finished(**s)) for s in states]
+    return RolloutGroup(rollouts, zero_variance=False, kept=kept)
 
 
 def test_rollouts_to_batch_leaves_errored_rollouts_out() -> None:

@@ -13,13 +13,15 @@ import pytest
 
 pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
 
+from envs.rollout import ScoredRollout
 from rubrics import Rubric
 from rubrics.types import State
+from tests.support.rollouts import finished
 from tests.support.scripted_backend import ScriptedBackend
 from train.config import AdvantageConfig, TrainConfig
 from train.orchestrator import Orchestrator, StepRollouts
 from train.sampling import DataCursor
-from train.types import Rollout, RolloutGroup
+from train.types import RolloutGroup
 
 
 def _score(completion: str) -> float:
@@ -38,9 +40,12 @@ class FakeEnv:
     async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[State]:
         self.calls.append(example["id"])
         states: list[State] = [
-            {"completion": c, "info": {"id": example["id"], "scenario": str(example["id"])}}
+            finished(completion=c, info={"id": example["id"], "scenario": str(example["id"])})
             for c in example["completions"][:n]
         ]
+        for state in states:  # finished, not yet scored: scoring writes these
+            for key in ("reward", "metrics", "advantage"):
+                del state[key]  # type: ignore[misc]
         await self.rubric.score_rewards(states)  # as Environment.run_group: advantages are the step's
         return states
 
@@ -157,7 +162,7 @@ def test_zero_variance_and_all_errored_groups_are_dropped() -> None:
     assert {i: g.zero_variance for i, g in by_id.items()} == {0: False, 1: True, 2: True, 3: False}
     assert (rollouts.zero_variance_groups, rollouts.dropped_groups) == (2, 2)
     assert sorted(_id(g) for g in rollouts.kept_groups) == [0, 3]
-    assert len(rollouts.all_rollouts) == len(rollouts.states) == 16  # every rollout, dropped groups included
+    assert len(rollouts.all_rollouts) == 16  # every rollout, dropped groups included
     assert [bool(r.error) for r in by_id[3].rollouts] == [False, False, False, True]
     assert all(r.error and math.isnan(r.reward) for r in by_id[2].rollouts)
     # zero-variance groups kept when asked; an all-errored group never is
@@ -192,16 +197,15 @@ def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
 
 
 def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() -> None:
-    def rollout(*versions: int) -> Rollout:
-        return Rollout.from_state({"trajectory": [{"weight_version": v} for v in versions], "advantage": 0.0})
+    def rollout(*versions: int) -> ScoredRollout:
+        return ScoredRollout.from_state(finished(trajectory=[{"weight_version": v} for v in versions]))
 
     groups = [RolloutGroup([rollout(3, 4), rollout(4)], zero_variance=False, kept=True)]
-    rollouts = StepRollouts(groups=groups, states=[], generate_s=1.0, policy_version=3)  # requested: 3
+    rollouts = StepRollouts(groups=groups, generate_s=1.0, policy_version=3)  # requested: 3
     # at step 4: the oldest turn is 1 step behind, the mean turn (3 + 4 + 4) / 3 is 1/3 of a step behind
     assert rollouts.off_policy_steps(4) == (1.0, pytest.approx(1 / 3))
     unstamped = StepRollouts(
         groups=[RolloutGroup([rollout()], zero_variance=True, kept=False)],
-        states=[],
         generate_s=1.0,
         policy_version=2,
     )
@@ -276,31 +280,25 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
     turn = AdvantageConfig(scale_rewards="group", drop_zero_variance_groups=False, credit="turn")
     orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, turn, seed=7)
     rollouts = asyncio.run(orch.produce(0, policy_version=0))
-    states = rollouts.states
-    assert any(len(s["reply_advantages"]) > 1 for s in states)
+    scored = rollouts.all_rollouts
+    assert any(len(r.reply_advantages or []) > 1 for r in scored)
     batch = rollouts_to_batch(rollouts.kept_groups, pad_token_id=0)
     assert batch is not None
-    for row, state in enumerate(states):
-        for (start, end), advantage in zip(
-            state["sequence"]["replies"], state["reply_advantages"], strict=True
-        ):
+    for row, r in enumerate(scored):
+        assert r.sequence is not None and r.reply_advantages is not None and r.reply_credit
+        for (start, end), advantage in zip(r.sequence.replies, r.reply_advantages, strict=True):
             assert torch.equal(batch.advantages_BT[row, start:end], torch.full((end - start,), advantage))
-        assert (
-            state["reply_credit"][0]["node"] == "safety"
-            and state["advantage"] == state["reply_advantages"][0]
-        )
+        assert r.reply_credit[0].node == "safety" and r.advantage == r.reply_advantages[0]
     # mixed: the same rollouts (the same seed), each reply's advantage the episode one plus the node term
     mixed = AdvantageConfig(
         scale_rewards="group", drop_zero_variance_groups=False, credit="mixed", node_weight=0.5
     )
     orch = Orchestrator(env, AlternatingBackend(tokenizer, replies), env.dataset, 1, 4, mixed, seed=7)
-    again = asyncio.run(orch.produce(0, policy_version=0)).states
-    for per_reply, both in zip(states, again, strict=True):
-        assert (
-            both["advantage"] == per_reply["advantage"]
-        )  # the episode advantage (= the first reply's above)
-        expected = [both["advantage"] + 0.5 * a for a in per_reply["reply_advantages"]]
-        assert both["reply_advantages"] == pytest.approx(expected)
+    again = asyncio.run(orch.produce(0, policy_version=0)).all_rollouts
+    for per_reply, both in zip(scored, again, strict=True):
+        assert both.advantage == per_reply.advantage  # the episode advantage (= the first reply's above)
+        expected = [both.advantage + 0.5 * a for a in per_reply.reply_advantages or []]
+        assert both.reply_advantages == pytest.approx(expected)
     # an environment without per-reply verdicts is refused up front
     from envs.environment import SingleTurnEnv
     from rubrics import Rubric

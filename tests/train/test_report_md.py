@@ -6,34 +6,27 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from envs.evaluation import EvalSummary, Evaluation
+from envs.rollout import ScoredRollout
 from rubrics.multistep.probe import PolicyScore
+from rubrics.types import EvaluationResult, RequirementResult
+from tests.support.rollouts import scored
 from train.report_md import write_report_md
 from train.run_folder import AFTER, BEFORE, WARM_START, HeldOutResults, RunFolder, read_held_out, write_probe
 
 
-def _evaluation(rows: list[dict[str, Any]], examples: int) -> Evaluation:
+def _evaluation(rows: list[ScoredRollout], examples: int) -> Evaluation:
     """An evaluation of ``rows``; its summary's own interval (0.001) is one the report must not show."""
-    mean = sum(r["reward"] for r in rows) / len(rows)
+    mean = sum(r.reward for r in rows) / len(rows)
     summary = EvalSummary(len(rows), examples, reward_mean=mean, reward_ci95=0.001, completion_tokens=10)
     return Evaluation(summary, {}, rows)
 
 
 def _rewarded(rewards: dict[str, list[float]]) -> Evaluation:
-    rows = [
-        {
-            "info": {"scenario": name},
-            "reward": r,
-            "prompt": name,
-            "completion": [{"role": "assistant", "content": "ok"}],
-        }
-        for name, values in rewards.items()
-        for r in values
-    ]
+    rows = [scored(scenario=name, reward=r, prompt=name) for name, values in rewards.items() for r in values]
     return _evaluation(rows, len(rewards))
 
 
@@ -55,13 +48,12 @@ def test_report_md_gives_one_interval_for_one_number(tmp_path: Path) -> None:
 
 def _decided(right: dict[str, list[bool]]) -> Evaluation:
     rows = [
-        {
-            "info": {"scenario": scenario},
-            "reward": 0.5 * ok,
-            "prompt": scenario,
-            "completion": [{"role": "assistant", "content": "ok"}],
-            "multistep": {"results": [{"name": "safety", "level": 0, "correct": ok}]},
-        }
+        scored(
+            scenario=scenario,
+            reward=0.5 * ok,
+            prompt=scenario,
+            multistep=EvaluationResult([RequirementResult("safety", 0, float(ok), 1.0, ok)]),
+        )
         for scenario, oks in right.items()
         for ok in oks
     ]
@@ -105,7 +97,7 @@ def _write(run: RunFolder, held_out: HeldOutResults) -> None:
             folder = run.evaluation(point, name)
             folder.path.mkdir(parents=True)
             folder.summary.write_text(json.dumps(evaluation.as_dict()))
-            folder.rollouts.write_text("".join(json.dumps(r) + "\n" for r in evaluation.rollouts))
+            folder.rollouts.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in evaluation.rollouts))
         if found.probe is not None:
             write_probe(run, name, found.probe)
 

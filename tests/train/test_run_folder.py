@@ -10,6 +10,7 @@ import pytest
 
 from envs.evaluation import EvalSummary, Evaluation
 from rubrics.multistep.probe import PolicyScore
+from tests.support.rollouts import scored
 from train.run_folder import (
     AFTER,
     BEFORE,
@@ -70,7 +71,8 @@ def test_each_evaluation_has_one_folder_and_one_prefix() -> None:
 def _evaluation_folder(run: RunFolder, folder: str, rollouts: int) -> None:
     (run.root / folder).mkdir(parents=True)
     (run.root / folder / "summary.json").write_text(json.dumps(EvalSummary(rollouts=rollouts).as_dict()))
-    (run.root / folder / "rollouts.jsonl").write_text('{"reward": 1.0}\n' * rollouts)
+    line = json.dumps(scored(reward=1.0).to_dict())
+    (run.root / folder / "rollouts.jsonl").write_text(f"{line}\n" * rollouts)
 
 
 def test_a_finished_folder_reads_back_by_set_and_point(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 from envs.evaluation import EvalFolder, EvalSummary, evaluate_to_dir, read_evaluation
 from envs.multistep_env import MultiStepMultiTurnEnv
 from tests.envs.helpers import SCENARIO, reveal_rubric
+from tests.support.rollouts import scored
 from tests.support.scripted_backend import ScriptedBackend
 
 
@@ -30,9 +31,9 @@ async def test_the_files_read_back_as_the_result(tiny_model_dir: Path, tmp_path:
     assert result.summary.rollouts == len(result.rollouts) == 2 and result.summary.examples == 1
     assert result.summary.pass_rates["safety"] == (2, 2)
     back = read_evaluation(folder)
-    # the same numbers (NaN included: one scenario has no interval) and rows; JSON has lists for tuples
+    # the same numbers (NaN included: one scenario has no interval) and the same typed rollouts
     assert json.dumps(back.as_dict()) == json.dumps(result.as_dict()) and back.metrics == result.metrics == {}
-    assert back.rollouts == json.loads(json.dumps(result.rollouts))
+    assert back.rollouts == result.rollouts and back.rollouts[0].multistep is not None
 
 
 def _summary(**fields: object) -> dict[str, object]:
@@ -42,12 +43,13 @@ def _summary(**fields: object) -> dict[str, object]:
 def test_a_summary_reads_back_with_the_environment_numbers(tmp_path: Path) -> None:
     folder = EvalFolder(tmp_path)
     folder.summary.write_text(json.dumps(_summary(**{"healthbench/overall": 0.25, "job": {"n": 2}})))
-    folder.rollouts.write_text('{"reward": 0.5}\n\n{"reward": 1.0}\n')
+    rollouts = [scored(scenario="a", reward=0.5), scored(scenario="a", reward=1.0)]
+    folder.rollouts.write_text("\n\n".join(json.dumps(r.to_dict()) for r in rollouts) + "\n")
     result = read_evaluation(folder)
     assert result.summary.pass_rates == {"a": (1, 2)} and result.summary.depth == {1: 2}
     assert math.isnan(result.summary.reward_mean)  # NaN is written as NaN and read back as NaN
     assert result.metrics == {"healthbench/overall": 0.25}  # the eval job's settings are not a number
-    assert result.rollouts == [{"reward": 0.5}, {"reward": 1.0}]
+    assert result.rollouts == rollouts
 
 
 def test_a_bad_folder_is_named(tmp_path: Path) -> None:
@@ -63,6 +65,18 @@ def test_a_bad_folder_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"summary.json: does not read as an evaluation summary"):
         read_evaluation(folder)
     folder.summary.write_text(json.dumps(_summary()))
-    folder.rollouts.write_text('{"reward": 0.5}\n{"reward": \n')
+    good = json.dumps(scored().to_dict())
+    folder.rollouts.write_text(good + '\n{"reward": \n')
     with pytest.raises(ValueError, match=r"rollouts.jsonl: line 2: not JSON"):
+        read_evaluation(folder)
+    folder.rollouts.write_text(good + '\n{"reward": 0.5}\n')
+    with pytest.raises(ValueError, match=r"rollouts.jsonl: line 2: field 'prompt' is missing"):
+        read_evaluation(folder)
+    folder.rollouts.write_text(good.replace('"turn"', '"turns"') + "\n")
+    with pytest.raises(
+        ValueError, match=r"rollouts.jsonl: line 1: field 'turns' is not one of a scored rollout"
+    ):
+        read_evaluation(folder)
+    folder.rollouts.write_text(good[:-1] + ', "multistep": {"results": [{"name": "x"}]}}\n')
+    with pytest.raises(ValueError, match=r"rollouts.jsonl: line 1: does not read as a scored rollout"):
         read_evaluation(folder)

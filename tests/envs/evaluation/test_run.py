@@ -23,12 +23,12 @@ async def test_run_eval_writes_every_rollout(tiny_model_dir: Path, tmp_path: Pat
     backend = ScriptedBackend(
         tokenizer, ["The scene is safe.", "I check vitals.", "Give oxygen, recovery position."]
     )
-    summary, states = await run_eval(
+    summary, rollouts = await run_eval(
         env, backend, env.dataset, n=3, out_path=tmp_path / "r.jsonl", progress=False
     )
     lines = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
-    assert len(lines) == len(states) == summary.rollouts == 3
+    assert len(lines) == len(rollouts) == summary.rollouts == 3
     assert all("sequence" in x and "multistep" in x and "advantage" in x for x in lines)
     # the typed verdicts are written out as plain data, in the order the groups finished
-    assert [x["multistep"] for x in lines] == [s["multistep"].to_dict() for s in states]
+    assert [x["multistep"] for x in lines] == [r.multistep.to_dict() for r in rollouts if r.multistep]
     assert summary.pass_rates["safety"] == (3, 3)

@@ -11,6 +11,7 @@ pytest.importorskip("transformers")
 
 from envs.evaluation import format_summary, summarize
 from rubrics.types import EvaluationResult, RequirementResult
+from tests.support.rollouts import scored
 
 
 def verdicts(*judged: tuple[str, bool]) -> EvaluationResult:
@@ -19,31 +20,31 @@ def verdicts(*judged: tuple[str, bool]) -> EvaluationResult:
 
 def test_summary_statistics_by_hand() -> None:
     states = [
-        {
-            "info": {"scenario": "a"},
-            "reward": 1.0,
-            "metrics": {"depth": 2.0},
-            "stop_reason": "terminal",
-            "completion": [{"content": "a"}],
-            "multistep": verdicts(("x", True), ("y", True)),
-        },
-        {
-            "info": {"scenario": "b"},
-            "reward": 0.0,
-            "metrics": {"depth": 0.0},
-            "stop_reason": "incorrect",
-            "completion": [{"content": "b"}],
-            "multistep": verdicts(("x", False)),
-        },
-        {
-            "info": {"scenario": "b"},
-            "reward": 0.5,
-            "metrics": {"depth": 1.0},
-            "stop_reason": "max_turns",
-            "completion": [{"content": "a"}],
-            "multistep": verdicts(("x", True)),
-        },
-        {"reward": math.nan, "error": "judge gone", "completion": [{"content": "c"}]},
+        scored(
+            scenario="a",
+            reward=1.0,
+            metrics={"depth": 2.0},
+            stop_reason="terminal",
+            completion=[{"content": "a"}],
+            multistep=verdicts(("x", True), ("y", True)),
+        ),
+        scored(
+            scenario="b",
+            reward=0.0,
+            metrics={"depth": 0.0},
+            stop_reason="incorrect",
+            completion=[{"content": "b"}],
+            multistep=verdicts(("x", False)),
+        ),
+        scored(
+            scenario="b",
+            reward=0.5,
+            metrics={"depth": 1.0},
+            stop_reason="max_turns",
+            completion=[{"content": "a"}],
+            multistep=verdicts(("x", True)),
+        ),
+        scored(reward=math.nan, error="judge gone", stop_reason="error", completion=[{"content": "c"}]),
     ]
     s = summarize(states, wall_s=2.0, examples=2)
     # healthy rewards 1.0 (scenario a), 0.0 and 0.5 (b): mean 0.5, sample variance (0.25 + 0.25 + 0) / 2 = 0.25,

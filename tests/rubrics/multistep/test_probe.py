@@ -21,6 +21,7 @@ from rubrics.multistep.probe import (
     probe,
     score_rollouts,
 )
+from rubrics.types import RequirementResult
 
 from .helpers import rule_judges
 
@@ -108,11 +109,11 @@ async def test_a_revealed_text_makes_the_ideal_policy_wait_a_turn() -> None:
 
 
 def test_scored_rollouts_round_trip_and_count_scenarios_once() -> None:
-    rollouts = [
-        Rollout("s1", 1.0, [{"name": "safe", "level": 0, "truth": 1.0, "correct": True}]),
-        Rollout("s1", 0.0, [{"name": "safe", "level": 0, "truth": 1.0, "correct": False}]),
-        Rollout("s2", 0.5, [{"name": "safe", "level": 0, "truth": 0.0, "correct": True}]),
-    ]
+    def safe(truth: float, correct: bool) -> list[RequirementResult]:
+        return [RequirementResult("safe", 0, truth if correct else 1.0 - truth, truth, correct)]
+
+    rollouts = [Rollout("s1", 1.0, safe(1.0, True)), Rollout("s1", 0.0, safe(1.0, False))]
+    rollouts.append(Rollout("s2", 0.5, safe(0.0, True)))
     row = score_rollouts("model", rollouts, ["safe"])
     assert (row.rollouts, row.scenarios) == (3, 2)
     assert row.root_accuracy == {"safe=0.0": (1, 1), "safe=1.0": (1, 2)}
