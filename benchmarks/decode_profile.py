@@ -3,22 +3,27 @@ it (``envs.backends.decode.decode`` inside ``packed_linears``, the sampling copy
 would pick), timed, then profiled once with ``torch.profiler``; and, with ``--lengths N``, whether free
 completions from one chat prompt run as long through our sampler as through transformers' ``generate``.
 
-    .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32]
+    .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32] [--fused-projections]
 
 Every row is forced to ``--tokens`` tokens (``min_new_tokens``), so the work is fixed. Prints one JSON object:
 the best decode time of ``--repeats``, milliseconds per decode forward, linear-layer calls per forward, and the
 share of the profiled CPU time of the operators that took the most (self time); with ``--lengths``, the mean
-completion length of N samples at temperature 1 through each sampler (same prompt, same limit, top-k off).
+completion length of N samples at temperature 1 through each sampler (same prompt, same limit, top-k off);
+with ``--fused-projections``, the same decode timed with each layer's q/k/v and gate/up projections fused into
+one matrix product each (interleaved with the plain one), and the share of greedy tokens the two agree on.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +72,82 @@ def profile_decode(model: Any, args: argparse.Namespace, stop_id: int, pad_id: i
         "self_cpu_share": {e.key: round(e.self_cpu_time_total / total, 3) for e in top},
         "calls_per_forward": {e.key: round(e.count / forwards, 1) for e in top},
     }
+
+
+@contextlib.contextmanager
+def fused_projections(model: Any) -> Iterator[None]:
+    """Within the block (inside ``packed_linears``), each layer's q/k/v projections run as one packed matrix
+    product, and so do its gate/up projections: the first projection of a set computes all of them and the
+    others return their share of that product for the same input. Llama-style layers without biases only."""
+    import torch
+
+    saved = []
+    for layer in model.model.layers:
+        for owner, names in (
+            (layer.self_attn, ("q_proj", "k_proj", "v_proj")),
+            (layer.mlp, ("gate_proj", "up_proj")),
+        ):
+            linears = [getattr(owner, n) for n in names]
+            weight = torch.cat([lin.weight.detach() for lin in linears])
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight, 8)
+            sizes = [lin.weight.shape[0] for lin in linears]
+            saved += [(lin, lin.forward) for lin in linears]
+            shared: dict[str, Any] = {}
+
+            def first(
+                x: Any, packed: Any = packed, sizes: list[int] = sizes, shared: dict[str, Any] = shared
+            ) -> Any:
+                parts = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "").split(
+                    sizes, dim=-1
+                )
+                shared["input"], shared["parts"] = x, parts
+                return parts[0]
+
+            def share(x: Any, i: int, shared: dict[str, Any] = shared) -> Any:
+                assert x is shared["input"], "a fused projection got another input than the first one"
+                return shared["parts"][i]
+
+            linears[0].forward = first
+            for i, lin in enumerate(linears[1:], 1):
+                lin.forward = functools.partial(share, i=i)
+    try:
+        yield
+    finally:
+        for lin, forward in saved:
+            lin.forward = forward
+
+
+def compare_fused(model: Any, args: argparse.Namespace, stop_id: int, pad_id: int) -> dict[str, Any]:
+    """The same decode with and without ``fused_projections``, interleaved, best of ``args.repeats`` each;
+    and how many greedy tokens the two agree on (bf16 sums in another order drift apart)."""
+    import torch
+
+    from envs.backends.decode import packed_linears
+
+    times: dict[str, list[float]] = {"separate_s": [], "fused_s": []}
+    with torch.inference_mode(), packed_linears(model):
+        _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
+        for _ in range(args.repeats):
+            times["separate_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
+            with fused_projections(model):
+                times["fused_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
+        separate = _greedy(model, args.rows, args.tokens, stop_id, pad_id)
+        with fused_projections(model):
+            fused = _greedy(model, args.rows, args.tokens, stop_id, pad_id)
+    out: dict[str, Any] = {k: [round(t, 3) for t in v] for k, v in times.items()}
+    out["fused_over_separate"] = round(min(times["fused_s"]) / min(times["separate_s"]), 3)
+    out["greedy_token_agreement"] = round(float((separate == fused).float().mean()), 3)
+    return out
+
+
+def _greedy(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> Any:
+    import torch
+
+    from envs.backends.decode import Decoding, decode
+
+    ids = torch.randint(0, model.config.vocab_size, (rows, 48), generator=torch.Generator().manual_seed(0))
+    how = Decoding(tokens, tokens, temperature=0.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
+    return decode(model, ids, torch.ones_like(ids), None, how)[0]
 
 
 def compare_lengths(model_dir: Path, n: int, tokens: int) -> dict[str, Any]:
@@ -120,6 +201,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--top", type=int, default=10, help="operators listed")
     parser.add_argument("--lengths", type=int, default=0, help="also compare free lengths over N samples")
+    parser.add_argument(
+        "--fused-projections", action="store_true", help="also time the decode with q/k/v and gate/up fused"
+    )
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
     dtype = resolve_inference_dtype("auto") or "float32"  # what the trainer's local backend samples in
@@ -132,6 +216,8 @@ def main() -> None:
         "tokens": args.tokens,
     }
     result.update(profile_decode(model, args, stop_id=eos, pad_id=eos))
+    if args.fused_projections:
+        result["fused_projections"] = compare_fused(model, args, stop_id=eos, pad_id=eos)
     if args.lengths:
         result["lengths"] = compare_lengths(model_dir, args.lengths, args.tokens)
     print(json.dumps(result, indent=2))
