@@ -123,3 +123,29 @@ def test_train_subcommand_is_python_m_train(
         == f"train: {bad}: rollout.group_size: Input should be greater than or equal to 2\n"
     )
     assert len(calls) == 1
+
+
+def test_tests_have_a_folder_for_every_package_folder() -> None:
+    """The README's layout: ``tests/`` mirrors the packages' folders, and a test file named for a module sits
+    at that module's path (``tests/<folder>/test_<module>.py`` only where ``<folder>/<module>.py`` exists, or
+    names a flow or a concept, never a module of another folder)."""
+    folders = {
+        p.parent.relative_to(ROOT) for pkg in ("rubrics", "envs", "train") for p in (ROOT / pkg).rglob("*.py")
+    }
+    missing = sorted(str(f) for f in folders if not (ROOT / "tests" / f).is_dir())
+    assert missing == [], f"package folders without a tests/ folder: {missing}"
+    modules = {
+        p.relative_to(ROOT).with_suffix("")
+        for pkg in ("rubrics", "envs", "train")
+        for p in (ROOT / pkg).rglob("*.py")
+    }
+    by_name: dict[str, set[Path]] = {}
+    for module in modules:
+        by_name.setdefault(module.name, set()).add(module.parent)
+    astray = []
+    for test in (ROOT / "tests").rglob("test_*.py"):
+        folder, name = test.parent.relative_to(ROOT / "tests"), test.stem.removeprefix("test_")
+        homes = by_name.get(name, set())
+        if homes and folder not in homes and folder.parts and folder.parts[0] in ("rubrics", "envs", "train"):
+            astray.append(f"{test.relative_to(ROOT)} (the module is in {', '.join(sorted(map(str, homes)))})")
+    assert astray == [], f"tests named for a module of another folder: {astray}"
