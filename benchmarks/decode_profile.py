@@ -4,13 +4,15 @@ would pick), timed, then profiled once with ``torch.profiler``; and, with ``--le
 completions from one chat prompt run as long through our sampler as through transformers' ``generate``.
 
     .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32] [--fused-projections]
+        [--second-thread]
 
 Every row is forced to ``--tokens`` tokens (``min_new_tokens``), so the work is fixed. Prints one JSON object:
 the best decode time of ``--repeats``, milliseconds per decode forward, linear-layer calls per forward, and the
 share of the profiled CPU time of the operators that took the most (self time); with ``--lengths``, the mean
 completion length of N samples at temperature 1 through each sampler (same prompt, same limit, top-k off);
 with ``--fused-projections``, the same decode timed with each layer's q/k/v and gate/up projections fused into
-one matrix product each (interleaved with the plain one), and the share of greedy tokens the two agree on.
+one matrix product each (interleaved with the plain one), and the share of greedy tokens the two agree on;
+with ``--second-thread``, the decode on this thread, then on a second thread, then on this thread again.
 """
 
 from __future__ import annotations
@@ -150,6 +152,32 @@ def _greedy(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> An
     return decode(model, ids, torch.ones_like(ids), None, how)[0]
 
 
+def second_thread(model: Any, args: argparse.Namespace, stop_id: int, pad_id: int) -> dict[str, Any]:
+    """The same decode timed on one thread, then on a second thread, then on the first again: each thread
+    that runs torch's parallel regions gets an OpenMP team of its own, and two teams on this machine's cores
+    may slow every later decode (the trainer generates on the backend's thread and loads on the main one)."""
+    import concurrent.futures
+
+    import torch
+
+    from envs.backends.decode import packed_linears
+
+    def timed() -> float:
+        with torch.inference_mode(), packed_linears(model):
+            return _decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0]
+
+    timed()  # the warm-up, on this thread
+    first = [timed() for _ in range(args.repeats)]
+    with concurrent.futures.ThreadPoolExecutor(1) as other:
+        second = [other.submit(timed).result() for _ in range(args.repeats)]
+    again = [timed() for _ in range(args.repeats)]
+    return {
+        "first_thread_s": [round(t, 3) for t in first],
+        "second_thread_s": [round(t, 3) for t in second],
+        "first_thread_again_s": [round(t, 3) for t in again],
+    }
+
+
 def compare_lengths(model_dir: Path, n: int, tokens: int) -> dict[str, Any]:
     """Mean completion length of ``n`` free samples from ``PROMPT`` through our local backend and through
     transformers' ``generate`` on the same float32 model (temperature 1, top-p 1, top-k off)."""
@@ -202,6 +230,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="operators listed")
     parser.add_argument("--lengths", type=int, default=0, help="also compare free lengths over N samples")
     parser.add_argument(
+        "--second-thread",
+        action="store_true",
+        help="also time the decode before and after a second thread ran one",
+    )
+    parser.add_argument(
         "--fused-projections", action="store_true", help="also time the decode with q/k/v and gate/up fused"
     )
     args = parser.parse_args()
@@ -220,6 +253,8 @@ def main() -> None:
         result["fused_projections"] = compare_fused(model, args, stop_id=eos, pad_id=eos)
     if args.lengths:
         result["lengths"] = compare_lengths(model_dir, args.lengths, args.tokens)
+    if args.second_thread:  # last: what it measures lasts for the rest of the process
+        result["second_thread"] = second_thread(model, args, stop_id=eos, pad_id=eos)
     print(json.dumps(result, indent=2))
 
 
