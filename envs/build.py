@@ -8,6 +8,7 @@ own error is a ``FileLoadError`` naming the file, the line and the field.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -249,12 +250,14 @@ def make_backend(
     max_batch_rows: int = 64,
     sampling_dtype: str | None = None,
     adapter_prefix: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
 ) -> tuple[TrainingBackend, Any]:
     """The backend named ``backend`` on the model of ``model_dir``, and the tokenizer it samples with.
 
     ``local``: transformers in this process, sampling from ``policy`` (the trainer's module, with its
     ``tokenizer``) or, without one, from ``model_dir`` loaded on the CPU in float32; ``max_batch_rows`` and
-    ``sampling_dtype`` as ``LocalBackend`` takes them. ``vllm``: the servers at ``vllm_urls``, which serve
+    ``sampling_dtype`` as ``LocalBackend`` takes them, and ``executor``, the thread it runs torch on (its own
+    when None). ``vllm``: the servers at ``vllm_urls``, which serve
     ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
     ``<adapter_prefix>-step-N`` there."""
     if backend == "local":
@@ -262,11 +265,18 @@ def make_backend(
 
         if policy is None:
             local = LocalBackend.from_pretrained(
-                str(model_dir), max_batch_rows=max_batch_rows, sampling_dtype=sampling_dtype
+                str(model_dir),
+                max_batch_rows=max_batch_rows,
+                sampling_dtype=sampling_dtype,
+                executor=executor,
             )
         else:
             local = LocalBackend(
-                policy, tokenizer, max_batch_rows=max_batch_rows, sampling_dtype=sampling_dtype
+                policy,
+                tokenizer,
+                max_batch_rows=max_batch_rows,
+                sampling_dtype=sampling_dtype,
+                executor=executor,
             )
         return local, local.tokenizer
     if backend == "vllm":

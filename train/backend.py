@@ -10,6 +10,7 @@ state dict gathered from the shards, the main process.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,10 +62,12 @@ def rollout_backend(
     tokenizer: PreTrainedTokenizerBase,
     model_dir: Path,
     adapter_prefix: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
 ) -> TrainingBackend:
     """The backend ``rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the unwrapped
     module) and its tokenizer, batching up to one step's rollouts; ``adapter_prefix`` names a LoRA run's
-    adapters on vLLM servers (``check_lora_servers`` checked those before the policy loaded)."""
+    adapters on vLLM servers (``check_lora_servers`` checked those before the policy loaded); ``executor``:
+    the thread a local backend runs torch on (the trainer's torch thread)."""
     from train.distributed import resolve_inference_dtype
 
     backend, _ = make_backend(
@@ -76,6 +79,7 @@ def rollout_backend(
         max_batch_rows=rollout.prompts_per_step * rollout.group_size,
         sampling_dtype=resolve_inference_dtype(rollout.inference_dtype),
         adapter_prefix=adapter_prefix,
+        executor=executor,
     )
     return backend
 

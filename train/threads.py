@@ -45,15 +45,24 @@ class EventLoopThread:
 
 
 class TorchWorker:
-    """Runs torch work on the backend's thread when it has one (two OpenMP teams on one CPU slow every
-    kernel down; the local backend then generates and trains in turn), else in the caller's thread."""
+    """Runs torch work on one thread. Each thread that runs torch's parallel regions gets an OpenMP team of its
+    own, and two live teams on a CPU's cores slow every kernel of both down (``benchmarks/decode_profile.py
+    --second-thread``: a decode took twice as long). So the trainer loads, trains, checkpoints and (through
+    the local backend, which is given this thread) generates here; ``executor`` None runs in the caller."""
 
     def __init__(self, executor: concurrent.futures.Executor | None) -> None:
         self.executor = executor
 
-    def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the backend's thread (or here), waiting for its result."""
-        return self.executor.submit(fn, *args).result() if self.executor is not None else fn(*args)
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the torch thread (or here), waiting for its result."""
+        if self.executor is None:
+            return fn(*args, **kwargs)
+        return self.executor.submit(fn, *args, **kwargs).result()
+
+    def close(self) -> None:
+        """Stop the thread once its work is done."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
 
 
 class Prefetch:

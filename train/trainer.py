@@ -23,6 +23,7 @@ threads themselves (the event loop, the torch worker, the prefetch of steps ahea
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 from collections.abc import Sequence
 from dataclasses import replace
@@ -86,13 +87,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     run = RunFolder(Path(cfg.logging.output_dir))
     if cfg.model.lora is not None and cfg.rollout.backend == "vllm":  # a second now, not after the load
         check_lora_servers(cfg.rollout.vllm_urls, cfg.model.lora.r)
-    policy = load_policy(cfg, accelerator)
+    # every torch operation of the run on one thread: a second thread's OpenMP team would slow both (threads)
+    worker = TorchWorker(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="torch"))
+    policy = worker.run(load_policy, cfg, accelerator)
     weights = PolicyWeights(accelerator, policy.model)
 
     # -- 2. backend, environment, data ------------------------------------------------------------------
     prefix = adapter_prefix(run.root)
-    backend = rollout_backend(cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix)
-    worker = TorchWorker(backend.executor)  # torch work shares the backend's thread (see envs.backends.local)
+    backend = rollout_backend(
+        cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix, worker.executor
+    )
     rank, world = accelerator.process_index, accelerator.num_processes
     env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
     held_names = [e.name for e in eval_examples]
@@ -100,7 +104,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         eval_examples = []  # evaluation (and its files) belong to the main process
 
     # -- 3. resume --------------------------------------------------------------------------------------
-    saved = (load_latest(accelerator, run) if cfg.resume else None) or {}
+    saved = (worker.run(load_latest, accelerator, run) if cfg.resume else None) or {}
     start_step = int(saved.get("step", 0))
     seed = cfg.seed + 7919 * rank
     orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.get("cursor"))
@@ -163,7 +167,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             **shares,
         }
         _log_and_save(
-            cfg.logging, cfg.max_steps, accelerator, logger, policy, rollouts, step, metrics, cursor
+            cfg.logging, cfg.max_steps, accelerator, logger, policy, rollouts, step, metrics, cursor, worker
         )
         progress(step + 1, metrics)
         # the held-out curve of a long run
@@ -176,6 +180,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         after = evaluate(AFTER, cfg.max_steps)
     loop.run(backend.close())
     loop.close()
+    worker.close()
     logger.finish()
     if accelerator.is_main_process:
         _write_reports(run, held_out, after is not None, env, cfg.advantage.describe())
@@ -255,6 +260,7 @@ def _log_and_save(
     step: int,
     metrics: dict[str, float],
     cursor: dict[str, Any],
+    worker: TorchWorker,
 ) -> None:
     """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
     done = step + 1
@@ -265,7 +271,8 @@ def _log_and_save(
     if done % logging.checkpoint_every == 0 or last:
         extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
         model = policy.model if last else None
-        save_checkpoint(
+        worker.run(
+            save_checkpoint,
             accelerator,
             RunFolder(Path(logging.output_dir)),
             done,

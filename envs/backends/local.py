@@ -50,11 +50,17 @@ class LocalBackend:
         sampling_dtype: str | None = None,
         pack_weights: bool = True,
     ) -> None:
+        self._owns_executor = executor is None
+        self.executor = executor or concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="local-backend"
+        )
+        """The single thread that runs ``generate`` (see the module docstring); shareable with a trainer."""
         self.policy = model
         """The policy being trained (the trainer's module)."""
-        self.model = _sampling_copy(model, sampling_dtype)
+        self.model = self.executor.submit(_sampling_copy, model, sampling_dtype).result()
         """What generates: the policy itself (shared with the trainer: weight sync is free), or a copy of it
-        in ``sampling_dtype`` that ``sync_weights`` refreshes after each optimiser step."""
+        in ``sampling_dtype`` that ``sync_weights`` refreshes after each optimiser step; made on the
+        backend's thread, like every later torch operation of the backend (one OpenMP team)."""
         self.tokenizer = tokenizer
         """Its tokenizer (for decoding text and the end-of-sequence ids)."""
         self.max_batch_rows = max_batch_rows
@@ -67,11 +73,6 @@ class LocalBackend:
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
         self.lock = threading.Lock()
         """Held while generating; the trainer holds it while it updates the weights."""
-        self._owns_executor = executor is None
-        self.executor = executor or concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="local-backend"
-        )
-        """The single thread that runs ``generate`` (see the module docstring); shareable with a trainer."""
         self.stats = DecodeStats()
         """What the decode loops did so far (forwards, rows per forward); the trainer logs it per step."""
         self._queue: list[_Request] = []
