@@ -48,8 +48,8 @@ class Policy:
         step: int,
     ) -> dict[str, float]:
         """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
-        backend's thread when it has one, so it tells the backend the weights changed before any queued
-        generation runs."""
+        run's torch thread, which the local backend samples on too, so it tells the backend the weights
+        changed before any queued generation runs."""
         from train.step import train_step  # imports torch
 
         pad = self.tokenizer.pad_token_id or 0

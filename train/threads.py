@@ -2,8 +2,8 @@
 
 - ``EventLoopThread``: one asyncio loop in a background thread; generation, judging, the weight sync and
   held-out evaluation run there.
-- ``TorchWorker``: torch work (the update, the warm start) on the backend's own thread when it has one, else
-  in the caller's thread.
+- ``TorchWorker``: the run's one torch thread (loading, the update, the warm start, checkpoints; the local
+  backend is handed it and samples there too).
 - ``Prefetch``: each step's rollouts, requested on the event loop up to ``rollout.max_off_policy_steps``
   steps ahead of the update, with the data cursor and stratum shares taken when its examples were.
 """

@@ -17,7 +17,8 @@ Departures from textbook GRPO (each a config switch):
 - an optional supervised warm start on demonstrations before the first rollout (``warm_start``).
 
 The trainer never names a backend: ``train.backend.rollout_backend`` builds one from the config, and the
-``TrainingBackend`` protocol gives the thread its torch work shares, the lock, and the weight sync. The
+``TrainingBackend`` protocol gives the lock and the weight sync. Every torch operation of the run goes to one
+thread (``train.threads.TorchWorker``), which a local backend is handed to sample on. The
 threads themselves (the event loop, the torch worker, the prefetch of steps ahead) are ``train.threads``.
 """
 
