@@ -59,6 +59,7 @@ def token_logprobs(
 ) -> torch.Tensor:
     """``[B, T]`` float32: ``log_softmax(logits[t - 1] / temperature)[input_ids[t]]`` at position t; 0 at t = 0.
 
+    The definition the training step's ``target_logprobs`` is tested against, bit for bit.
     Works ``rows_per_chunk`` sequences at a time as ``logit[token] - logsumexp(logits)``: no ``[B, T, V]``
     log-softmax is built. For float32 logits at temperature 1 nothing of size V is copied; otherwise each
     chunk makes a float32 ``[rows, T, V]`` copy (kept for backward when the logits need gradients).
@@ -86,6 +87,85 @@ def token_entropy(
         for start in range(0, logits_BTV.shape[0], rows_per_chunk)
     ]
     return torch.nn.functional.pad(torch.cat(chunks_BT), (1, 0))  # [B, T]
+
+
+CHUNK_ELEMENTS = 1 << 22
+"""Logit elements (16 MiB in float32) that ``target_logprobs`` turns into float32 at a time."""
+
+
+class _TargetLogprobs(torch.autograd.Function):
+    """``target_logprobs`` with a hand-written backward: works on ``CHUNK_ELEMENTS`` logits at a time and
+    keeps only the logits (in their own dtype) and one logsumexp per position for the backward."""
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx,
+        logits_bTV: torch.Tensor,
+        targets_bS: torch.Tensor,
+        temperature: float,
+        entropy: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        b, S = targets_bS.shape
+        logprobs_bS = torch.empty((b, S), dtype=torch.float32, device=logits_bTV.device)
+        lse_bS = torch.empty_like(logprobs_bS)
+        entropy_bS = torch.empty_like(logprobs_bS) if entropy else None
+        for row, cols in _chunks(logits_bTV, S):
+            z_cV = _scaled(logits_bTV[row, cols], temperature)
+            lse_c = lse_bS[row, cols] = torch.logsumexp(z_cV, dim=-1)
+            target_c = z_cV.gather(-1, targets_bS[row, cols, None]).squeeze(-1)
+            logprobs_bS[row, cols] = target_c - lse_c
+            if entropy_bS is not None:  # the same operations as next_token_entropy
+                entropy_bS[row, cols] = lse_c - (torch.softmax(z_cV, dim=-1) * z_cV).sum(-1)
+        ctx.save_for_backward(logits_bTV, targets_bS, lse_bS)
+        ctx.temperature = temperature  # type: ignore[attr-defined]
+        if entropy_bS is not None:
+            ctx.mark_non_differentiable(entropy_bS)
+        return logprobs_bS, entropy_bS
+
+    @staticmethod
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad_bS: torch.Tensor, _: torch.Tensor | None
+    ) -> tuple[torch.Tensor, None, None, None]:
+        logits_bTV, targets_bS, lse_bS = ctx.saved_tensors  # type: ignore[attr-defined]
+        temperature: float = ctx.temperature  # type: ignore[attr-defined]
+        S = targets_bS.shape[1]
+        grad_bTV = torch.empty_like(logits_bTV)
+        grad_bTV[:, S:] = 0  # positions past the targets predict nothing
+        for row, cols in _chunks(logits_bTV, S):
+            # d logprob / d z = onehot(target) - softmax(z), times the incoming gradient g; / temperature
+            z_cV = _scaled(logits_bTV[row, cols], temperature)
+            g_c1 = grad_bS[row, cols, None]
+            grad_cV = -g_c1 * (z_cV - lse_bS[row, cols, None]).exp()
+            grad_cV.scatter_add_(-1, targets_bS[row, cols, None], g_c1)
+            grad_bTV[row, cols] = grad_cV if temperature == 1.0 else grad_cV / temperature
+        return grad_bTV, None, None, None
+
+
+def _chunks(logits_bTV: torch.Tensor, positions: int) -> list[tuple[int, slice]]:
+    """(row, positions) blocks of about ``CHUNK_ELEMENTS`` logits covering the first ``positions`` of each row."""
+    step = max(1, CHUNK_ELEMENTS // max(logits_bTV.shape[-1], 1))
+    return [
+        (row, slice(start, min(start + step, positions)))
+        for row in range(logits_bTV.shape[0])
+        for start in range(0, positions, step)
+    ]
+
+
+def target_logprobs(
+    logits_bTV: torch.Tensor, targets_bS: torch.Tensor, temperature: float, entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``[b, S]`` float32 ``next_token_logprobs`` of the first S positions (S <= T; later positions are
+    ignored, with zero gradient), and their ``next_token_entropy`` when ``entropy`` (no gradient).
+
+    The same values, and the same gradient, bit for bit, as those two functions under autograd, computed
+    without a float32 copy of all the logits: about ``CHUNK_ELEMENTS`` logits at a time, in the forward and
+    again in the backward, which keeps only the logits and one logsumexp a position. Autograd instead keeps a
+    float32 copy for the backward, and the backward of each row's slice fills a zero tensor the size of
+    all the logits (docs/results.md, the train step's logit work)."""
+    logprobs_bS, entropy_bS = _TargetLogprobs.apply(  # type: ignore[no-untyped-call]
+        logits_bTV, targets_bS, temperature, entropy
+    )
+    return logprobs_bS, entropy_bS
 
 
 # ---------------------------------------------------------------------------------------------- masks

@@ -96,10 +96,28 @@ def load_policy(cfg: TrainConfig, accelerator: Accelerator) -> Policy:
     )
     scheduler = get_scheduler(optim.schedule, optimizer, optim.warmup_steps, cfg.max_steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    keep_autocast_outputs(accelerator.unwrap_model(model))
     if cfg.model.lora is not None:  # the reference is the policy with its adapter off: no second model
         ref_model = AdapterOff(accelerator.unwrap_model(model)) if cfg.loss.beta > 0 else None
         save_adapter_checkpoints(accelerator)
     return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
+
+
+def keep_autocast_outputs(model: torch.nn.Module) -> bool:
+    """Drop the float32 cast that ``accelerate``'s mixed precision adds after the policy's forward (its
+    forward stays under autocast); True if there was one. That cast copies the whole [B, K, V] logits to
+    float32, and its backward casts their gradient back: both are redundant, since the loss
+    (``train.loss.target_logprobs``) takes the logits in float32 a chunk at a time, with the same values."""
+    from types import MethodType
+
+    from accelerate.utils.operations import ConvertOutputsToFp32
+
+    forward = model.__dict__.get("forward")
+    converter = getattr(getattr(forward, "__func__", None), "__wrapped__", None)
+    if not isinstance(converter, ConvertOutputsToFp32):
+        return False
+    model.forward = MethodType(converter.model_forward, model)
+    return True
 
 
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10}

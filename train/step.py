@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from train.config import TrainConfig
 from train.distributed import backward, is_deepspeed
-from train.loss import (
-    importance_weights,
-    next_token_entropy,
-    next_token_logprobs,
-    policy_loss,
-    token_entropy,
-    token_logprobs,
-)
+from train.loss import importance_weights, policy_loss, target_logprobs
 from train.micro_batches import (
     MicroBatchPlan,
     loaded_attn_implementation,
@@ -69,11 +62,7 @@ def forward_logprobs(
         logits_BKV = model(
             input_ids=input_ids_BT, attention_mask=batch.attention_mask_BT, logits_to_keep=keep
         ).logits
-        logprobs_BK = token_logprobs(logits_BKV, kept_ids_BK, temperature)
-        entropy_BK = None
-        if entropy:
-            with torch.no_grad():
-                entropy_BK = token_entropy(logits_BKV.detach(), temperature)
+        logprobs_BS, entropy_BS = target_logprobs(logits_BKV, kept_ids_BK[:, 1:], temperature, entropy)
     else:
         no_logits = torch.zeros(0, dtype=torch.long, device=input_ids_BT.device)
         out = model(
@@ -83,7 +72,7 @@ def forward_logprobs(
             output_hidden_states=True,
         )
         hidden_BKH = out.hidden_states[-1][:, width - keep : -1]  # transformers: the final norm's output
-        logprobs_BK, entropy_BK = _chunked_head(
+        logprobs_BS, entropy_BS = _chunked_head(
             head,
             hidden_BKH,
             kept_ids_BK[:, 1:],
@@ -91,9 +80,9 @@ def forward_logprobs(
             entropy,
             max(1, chunk_tokens // len(kept_ids_BK)),
         )
-    pad = (width - keep, 0)
-    logprobs_BT = torch.nn.functional.pad(logprobs_BK, pad)
-    return logprobs_BT, None if entropy_BK is None else torch.nn.functional.pad(entropy_BK, pad)
+    pad = (width - keep + 1, 0)  # the S = keep - 1 predicted positions are the last ones
+    logprobs_BT = torch.nn.functional.pad(logprobs_BS, pad)
+    return logprobs_BT, None if entropy_BS is None else torch.nn.functional.pad(entropy_BS, pad)
 
 
 def packed_forward_logprobs(
@@ -119,11 +108,7 @@ def packed_forward_logprobs(
             logits_to_keep=predicting_K,
             use_cache=False,  # transformers reads the sequence boundaries from position_ids only without a cache
         ).logits
-        logprobs_K = next_token_logprobs(logits_1KV[0], targets_K, temperature)
-        entropy_K = None
-        if entropy:
-            with torch.no_grad():
-                entropy_K = next_token_entropy(logits_1KV[0].detach(), temperature)
+        logprobs_1K, entropy_1K = target_logprobs(logits_1KV, targets_K[None], temperature, entropy)
     else:
         no_logits = torch.zeros(0, dtype=torch.long, device=input_ids_1N.device)
         out = model(
@@ -138,8 +123,7 @@ def packed_forward_logprobs(
         logprobs_1K, entropy_1K = _chunked_head(
             head, hidden_1KH, targets_K[None], temperature, entropy, chunk
         )
-        logprobs_K = logprobs_1K[0, 1:]  # _chunked_head puts a 0 in front for a first position: none here
-        entropy_K = None if entropy_1K is None else entropy_1K[0, 1:]
+    logprobs_K, entropy_K = logprobs_1K[0], None if entropy_1K is None else entropy_1K[0]
     logprobs_BT = logprobs_K.new_zeros(targets_BT.shape)
     logprobs_BT[targets_BT] = logprobs_K
     if entropy_K is None:
@@ -171,18 +155,13 @@ def _chunked_head(
     entropy: bool,
     positions_per_chunk: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """[B, K] logprobs of ``targets`` (and entropies) from the last hidden states, the head run
-    ``positions_per_chunk`` positions at a time; 0 is prepended for the first kept position."""
+    """[B, K] logprobs of ``targets`` (and entropies) from [B, K, H] last hidden states, the head run
+    ``positions_per_chunk`` positions at a time."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
     def chunk(hidden_bcH: torch.Tensor, targets_bc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        logits_bcV = head(hidden_bcH)
-        logprobs_bc = next_token_logprobs(logits_bcV, targets_bc, temperature)
-        if not entropy:
-            return logprobs_bc, None
-        with torch.no_grad():
-            return logprobs_bc, next_token_entropy(logits_bcV.detach(), temperature)
+        return target_logprobs(head(hidden_bcH), targets_bc, temperature, entropy)
 
     grad = torch.is_grad_enabled() and hidden_BKH.requires_grad
     logprobs: list[torch.Tensor] = []
@@ -196,9 +175,7 @@ def _chunked_head(
         logprobs.append(logprobs_bc)
         if entropy_bc is not None:
             entropies.append(entropy_bc)
-    pad = torch.nn.functional.pad  # the first kept position has no prediction: 0, as in token_logprobs
-    logprobs_BK = pad(torch.cat(logprobs, dim=1), (1, 0))
-    return logprobs_BK, pad(torch.cat(entropies, dim=1), (1, 0)) if entropy else None
+    return torch.cat(logprobs, dim=1), torch.cat(entropies, dim=1) if entropy else None
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import train.loss  # noqa: E402
 from train.config import LossConfig  # noqa: E402
 from train.loss import (  # noqa: E402
     importance_weights,
     policy_loss,
+    target_logprobs,
     token_entropy,
     token_logprobs,
 )
@@ -57,6 +59,35 @@ def test_token_logprobs_chunking_matches_full_log_softmax() -> None:
         )
     ent_want = -(full_BTV.exp() * full_BTV).sum(-1)[:, :-1]
     assert torch.allclose(token_entropy(logits_BTV, 0.7, rows_per_chunk=2)[:, 1:], ent_want, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("chunk_elements", [1 << 22, 25])
+def test_target_logprobs_equal_the_autograd_definition_bit_for_bit(
+    dtype: str, temperature: float, chunk_elements: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-written backward (chunks of 25 elements: a few positions at a time) gives exactly the
+    logprobs, entropies and logit gradients of ``token_logprobs`` and ``token_entropy`` under autograd,
+    in the logits' own dtype; the last position predicts nothing and gets a zero gradient."""
+    monkeypatch.setattr(train.loss, "CHUNK_ELEMENTS", chunk_elements)
+    torch.manual_seed(0)
+    logits_BTV = (torch.randn(3, 6, 11) * 3).to(getattr(torch, dtype)).requires_grad_()
+    ids_BT, weights_BT = torch.randint(0, 11, (3, 6)), torch.randn(3, 6)
+    want_BT = token_logprobs(logits_BTV, ids_BT, temperature)
+    (want_BT * weights_BT).sum().backward()
+    assert logits_BTV.grad is not None
+    want_grad_BTV, logits_BTV.grad = logits_BTV.grad, None
+    got_BS, entropy_BS = target_logprobs(logits_BTV, ids_BT[:, 1:], temperature, entropy=True)
+    (got_BS * weights_BT[:, 1:]).sum().backward()
+    assert entropy_BS is not None and not entropy_BS.requires_grad
+    assert torch.equal(got_BS, want_BT[:, 1:])
+    assert torch.equal(entropy_BS, token_entropy(logits_BTV.detach(), temperature)[:, 1:])
+    assert logits_BTV.grad is not None and logits_BTV.grad.dtype == logits_BTV.dtype
+    assert torch.equal(logits_BTV.grad, want_grad_BTV)
+    assert torch.all(logits_BTV.grad[:, -1] == 0)
+    no_entropy = target_logprobs(logits_BTV.detach(), ids_BT[:, 1:], temperature)
+    assert no_entropy[1] is None and torch.equal(no_entropy[0], got_BS)
 
 
 # ---------------------------------------------------------------------------------------------- the loss

@@ -82,3 +82,41 @@ def test_chunked_output_head_gives_the_same_logprobs_and_gradients(
         plain_empty, _ = forward_logprobs(model, empty, temperature=1.0)
         lp_empty, _ = forward_logprobs(model, empty, temperature=1.0, chunk_tokens=chunk_tokens)
         assert lp_empty.shape == (1, len(ids)) and torch.allclose(lp_empty, plain_empty, atol=1e-5)
+
+
+def test_policy_forward_keeps_autocast_logits_with_the_same_logprobs_and_gradients(
+    tiny_model_dir: Path,
+) -> None:
+    """Under bf16 mixed precision accelerate casts the forward's outputs to float32; the policy drops that
+    cast (``train.policy.keep_autocast_outputs``): bf16 logits, and exactly the logprobs, entropies and
+    weight gradients of the float32-cast forward."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    from train.policy import keep_autocast_outputs
+
+    seqs = [
+        {"ids": list(range(5, 17)), "loss_mask": [0] * 4 + [1] * 8, "logprobs": [0.0] * 12},
+        {"ids": list(range(30, 38)), "loss_mask": [0] * 3 + [1] * 5, "logprobs": [0.0] * 8},
+    ]
+    batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
+    results = []
+    for drop in (False, True):
+        AcceleratorState._reset_state()
+        GradientState._reset_state()
+        accelerator = Accelerator(cpu=True, mixed_precision="bf16")
+        model = accelerator.prepare(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32))
+        if drop:
+            assert keep_autocast_outputs(model)
+            assert not keep_autocast_outputs(model)  # nothing left to drop
+        out = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_mask_BT).logits
+        assert out.dtype == (torch.bfloat16 if drop else torch.float32)
+        lp, ent = forward_logprobs(model, batch, temperature=0.7)
+        (lp * batch.loss_mask_BT).sum().backward()
+        results.append((lp, ent, [p.grad for p in model.parameters()]))
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    (want_lp, want_ent, want_grads), (got_lp, got_ent, got_grads) = results
+    assert torch.equal(got_lp, want_lp) and got_ent is not None and want_ent is not None
+    assert torch.equal(got_ent, want_ent)
+    assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads, strict=True))
