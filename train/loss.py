@@ -94,8 +94,9 @@ CHUNK_ELEMENTS = 1 << 22
 
 
 class _TargetLogprobs(torch.autograd.Function):
-    """``target_logprobs`` with a hand-written backward: works on ``CHUNK_ELEMENTS`` logits at a time and
-    keeps only the logits (in their own dtype) and one logsumexp per position for the backward."""
+    """``target_logprobs`` with a hand-written backward: works on ``CHUNK_ELEMENTS`` logits at a time, in one
+    float32 buffer reused chunk after chunk, and keeps only the logits (in their own dtype) and one
+    logsumexp per position for the backward."""
 
     @staticmethod
     def forward(
@@ -109,13 +110,16 @@ class _TargetLogprobs(torch.autograd.Function):
         logprobs_bS = torch.empty((b, S), dtype=torch.float32, device=logits_bTV.device)
         lse_bS = torch.empty_like(logprobs_bS)
         entropy_bS = torch.empty_like(logprobs_bS) if entropy else None
-        for row, cols in _chunks(logits_bTV, S):
-            z_cV = _scaled(logits_bTV[row, cols], temperature)
+        chunks = _chunks(logits_bTV, S)
+        z_buffer, p_buffer = _buffer(logits_bTV, chunks), _buffer(logits_bTV, chunks) if entropy else None
+        for row, cols in chunks:
+            z_cV = _scaled_into(z_buffer, logits_bTV[row, cols], temperature)
             lse_c = lse_bS[row, cols] = torch.logsumexp(z_cV, dim=-1)
             target_c = z_cV.gather(-1, targets_bS[row, cols, None]).squeeze(-1)
             logprobs_bS[row, cols] = target_c - lse_c
-            if entropy_bS is not None:  # the same operations as next_token_entropy
-                entropy_bS[row, cols] = lse_c - (torch.softmax(z_cV, dim=-1) * z_cV).sum(-1)
+            if entropy_bS is not None and p_buffer is not None:  # next_token_entropy's operations
+                p_cV = torch.ops.aten._softmax.out(z_cV, -1, False, out=p_buffer[: len(z_cV)])
+                entropy_bS[row, cols] = lse_c - p_cV.mul_(z_cV).sum(-1)
         ctx.save_for_backward(logits_bTV, targets_bS, lse_bS)
         ctx.temperature = temperature  # type: ignore[attr-defined]
         if entropy_bS is not None:
@@ -131,14 +135,28 @@ class _TargetLogprobs(torch.autograd.Function):
         S = targets_bS.shape[1]
         grad_bTV = torch.empty_like(logits_bTV)
         grad_bTV[:, S:] = 0  # positions past the targets predict nothing
-        for row, cols in _chunks(logits_bTV, S):
+        chunks = _chunks(logits_bTV, S)
+        buffer = _buffer(logits_bTV, chunks)
+        for row, cols in chunks:
             # d logprob / d z = onehot(target) - softmax(z), times the incoming gradient g; / temperature
-            z_cV = _scaled(logits_bTV[row, cols], temperature)
             g_c1 = grad_bS[row, cols, None]
-            grad_cV = -g_c1 * (z_cV - lse_bS[row, cols, None]).exp()
+            grad_cV = _scaled_into(buffer, logits_bTV[row, cols], temperature)
+            grad_cV.sub_(lse_bS[row, cols, None]).exp_().mul_(-g_c1)
             grad_cV.scatter_add_(-1, targets_bS[row, cols, None], g_c1)
-            grad_bTV[row, cols] = grad_cV if temperature == 1.0 else grad_cV / temperature
+            grad_bTV[row, cols] = grad_cV if temperature == 1.0 else grad_cV.div_(temperature)
         return grad_bTV, None, None, None
+
+
+def _buffer(logits_bTV: torch.Tensor, chunks: list[tuple[int, slice]]) -> torch.Tensor:
+    """A float32 [positions, V] buffer for the largest of ``chunks``."""
+    rows = max((c.stop - c.start for _, c in chunks), default=0)
+    return torch.empty((rows, logits_bTV.shape[-1]), dtype=torch.float32, device=logits_bTV.device)
+
+
+def _scaled_into(buffer: torch.Tensor, logits_cV: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``_scaled(logits_cV, temperature)`` written into the head of ``buffer`` (the same values)."""
+    z_cV = buffer[: len(logits_cV)].copy_(logits_cV)
+    return z_cV if temperature == 1.0 else z_cV.div_(temperature)
 
 
 def _chunks(logits_bTV: torch.Tensor, positions: int) -> list[tuple[int, slice]]:
