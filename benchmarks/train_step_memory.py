@@ -1,7 +1,8 @@
 """Peak memory and time of one training step of the main job's shape, under settings side by side.
 
-Each setting runs in its own process (peak RSS is per process): the real SmolLM2-135M-Instruct, its
-reference model (``loss.beta > 0``), ``--sequences`` sequences of ``--tokens`` tokens whose last
+Each setting runs in its own process (peak RSS is per process): the real SmolLM2-135M-Instruct of
+``--config`` (the main job's by default; float32 unless a setting says otherwise), its reference model
+(``loss.beta > 0``), ``--sequences`` sequences of ``--tokens`` tokens whose last
 ``--completion`` tokens are trained on, ``optim.micro_batch_size`` from the main job's config. With
 ``--min-tokens`` the lengths vary as multi-turn rollouts do: each drawn uniformly (seeded) between it and
 ``--tokens``, the last ``min(--completion, length // 2)`` tokens trained on. Prints one JSON object: per
@@ -12,6 +13,8 @@ calls and padded token positions (``train/micro_batches``, ``train/forwards``, `
     .venv/bin/python benchmarks/train_step_memory.py --settings "" "model.gradient_checkpointing=true"
     .venv/bin/python benchmarks/train_step_memory.py --sequences 16 --min-tokens 200 --tokens 900 \
         --settings "" "optim.micro_batch_tokens=2048"
+    .venv/bin/python benchmarks/train_step_memory.py --config configs/train/criteria_cpu.yaml \
+        --sequences 32 --tokens 246 --completion 96 --steps 3 --settings "" "model.mixed_precision=auto"
 """
 
 from __future__ import annotations
@@ -32,21 +35,26 @@ DEFAULT_SETTINGS = ("", "model.gradient_checkpointing=true", "optim.micro_batch_
 
 
 def one_step(
-    overrides: list[str], sequences: int, tokens: int, completion: int, min_tokens: int | None = None
+    overrides: list[str],
+    sequences: int,
+    tokens: int,
+    completion: int,
+    min_tokens: int | None = None,
+    config: Path = CONFIG,
+    steps: int = 1,
 ) -> dict[str, object]:
-    """Load the policy as the trainer does and time one ``train_step`` on a synthetic batch."""
+    """Load the policy as the trainer does and time ``steps`` ``train_step`` calls on a synthetic batch."""
     import torch
-    from accelerate import Accelerator
 
     from train.batching import collate
     from train.config_files import load_config
-    from train.distributed import peak_rss_gib, tune_host_allocator
+    from train.distributed import make_accelerator, peak_rss_gib, tune_host_allocator
     from train.policy import load_policy
     from train.step import train_step
 
-    cfg = load_config(CONFIG, ["model.mixed_precision='no'", *overrides])
+    cfg = load_config(config, ["model.mixed_precision='no'", *overrides])
     tune_host_allocator(cfg)  # as the trainer does on a CPU
-    accelerator = Accelerator(cpu=True)
+    accelerator = make_accelerator(cfg)
     policy = load_policy(cfg, accelerator)
     generator = torch.Generator().manual_seed(0)
     lengths = [tokens] * sequences
@@ -64,14 +72,17 @@ def one_step(
     advantages = [1.0 if i % 2 else -1.0 for i in range(sequences)]
     batch = collate(seqs, advantages, [False] * sequences, pad_token_id=0)
     before = peak_rss_gib()
-    start = time.perf_counter()
-    stats = train_step(
-        policy.model, policy.ref_model, batch, cfg, accelerator, policy.optimizer, policy.scheduler
-    )
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        stats = train_step(
+            policy.model, policy.ref_model, batch, cfg, accelerator, policy.optimizer, policy.scheduler
+        )
+        times.append(round(time.perf_counter() - start, 2))
     return {
         "rss_before_step_gib": round(before, 2),
         "peak_rss_gib": round(peak_rss_gib(), 2),
-        "step_s": round(time.perf_counter() - start, 1),
+        "step_s": times[0] if steps == 1 else times,
         "loss": stats.get("loss"),
         "micro_batches": stats.get("micro_batches"),
         "forwards": stats.get("forwards"),
@@ -91,10 +102,20 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=600)
     parser.add_argument("--completion", type=int, default=200)
     parser.add_argument("--min-tokens", type=int, help="draw each length between this and --tokens")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the run config the settings change")
+    parser.add_argument("--steps", type=int, default=1, help="steps to time, one after another")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child = one_step(args.child.split(), args.sequences, args.tokens, args.completion, args.min_tokens)
+        child = one_step(
+            args.child.split(),
+            args.sequences,
+            args.tokens,
+            args.completion,
+            args.min_tokens,
+            args.config,
+            args.steps,
+        )
         print(json.dumps(child))
         return
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -103,8 +124,9 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--child", setting, "--sequences", str(args.sequences)]
         cmd += ["--tokens", str(args.tokens), "--completion", str(args.completion)]
         cmd += ["--min-tokens", str(args.min_tokens)] if args.min_tokens is not None else []
+        cmd += ["--config", str(args.config), "--steps", str(args.steps)]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
-        results[setting or "main job config"] = json.loads(out.stdout.strip().splitlines()[-1])
+        results[setting or "the config"] = json.loads(out.stdout.strip().splitlines()[-1])
     shape = {
         "sequences": args.sequences,
         "tokens": args.tokens,
@@ -113,7 +135,12 @@ def main() -> None:
     }
     print(
         json.dumps(
-            {"machine": platform.processor() or platform.machine(), "batch": shape, "settings": results}
+            {
+                "machine": platform.processor() or platform.machine(),
+                "config": str(args.config.resolve().relative_to(ROOT)),
+                "batch": shape,
+                "settings": results,
+            }
         )
     )
 
