@@ -54,8 +54,10 @@ class ModelConfig(Section):
     """Parameter dtype for training (float32 on CPU)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
-    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
-    """Attention kernel (flash-attn only on CUDA hosts)."""
+    attn_implementation: Literal["sdpa", "sdpa_float32", "eager", "flash_attention_2"] = "sdpa"
+    """Attention kernel (flash-attn only on CUDA hosts). ``sdpa_float32``: SDPA with float32 inputs where a
+    CPU trains under bf16 autocast, whose bf16 attention backward is several times slower
+    (``envs.models.attention``); elsewhere the same as ``sdpa``."""
     mixed_precision: Literal["no", "bf16", "fp16", "auto"] = "no"
     """Autocast the training forward/backward (accelerate's ``mixed_precision``; the weights and the optimiser
     stay in ``dtype``). Default ``no``: float32 everywhere. ``auto`` takes ``bf16`` where the hardware

@@ -22,6 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from envs.models import attention
+
 REQUIRED_VERSIONS: dict[str, str] = {"torch": "2.6", "transformers": "5.16.1", "accelerate": "1.4"}
 """The oldest version of each package the code runs on (pyproject.toml's ``train`` extra pins the same; a test checks)."""
 
@@ -57,8 +59,11 @@ def hub_kernels_off() -> None:
 
 def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
     """``AutoModelForCausalLM.from_pretrained(path, **kwargs)`` with hub kernels off (see the module
-    docstring). ``path`` is a local folder."""
+    docstring), and the project's own attention where ``attn_implementation`` names it
+    (``envs.models.attention``). ``path`` is a local folder."""
     from transformers import AutoModelForCausalLM
 
     hub_kernels_off()
+    if kwargs.get("attn_implementation") == attention.NAME:
+        attention.register()
     return AutoModelForCausalLM.from_pretrained(path, use_kernels=False, **kwargs)
