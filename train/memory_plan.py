@@ -35,8 +35,8 @@ FIT_FRACTION = 0.9
 """A plan fits when its peak is at most this share of the device's memory (the rest: CUDA context,
 allocator fragmentation, the error of the estimate)."""
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-LOGIT_BYTES = {4: 12, 2: 16}
-"""Bytes per logit of a micro-batch at the start of its backward pass, by the bytes of the head's output
+LOGIT_BYTES = {4: 8, 2: 4}
+"""Bytes per logit of a micro-batch during its backward pass, by the bytes of the head's output
 (``_activation_rows``)."""
 
 
@@ -205,9 +205,9 @@ def _activation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row
         layers, how = (s.layers + 1) * layer, f"{s.layers} layers + 1 in backward"
     chunk = cfg.optim.logits_chunk_tokens
     positions = min(chunk, tokens) if chunk > 0 else tokens
-    # per logit: the head's output, and the float32 copy the log-softmax keeps of a half-precision one;
-    # then in the backward the accumulated float32 gradient and one sequence's full-size slice gradient,
-    # and for a half-precision head the gradient cast back to it: 12 bytes (float32), 16 (half)
+    # per logit: the head's output, which is all the loss keeps for its backward (train.loss.target_logprobs
+    # works a fixed-size float32 chunk at a time), and in the backward its gradient, in the same dtype:
+    # 8 bytes (float32), 4 (half)
     logits = positions * s.vocab * LOGIT_BYTES[2 if autocast else weight]
     shape = f"{cfg.optim.micro_batch_size} x {cfg.env.max_total_tokens} tokens"
     return [

@@ -90,7 +90,7 @@ def test_full_weight_rows_by_hand(small_config: Path) -> None:
     # 64 + (64 + 2 * 32) + 2 * (64 + 32) + 64 = 448 and MLP 64 + 4 * 128 = 576 elements, 4096 bytes: 5120.
     # 2 layers and one more in the backward: 3 * 5120 * 128
     assert rows["activations"] == 3 * 5120 * 128
-    assert rows["logits"] == 128 * 256 * LOGIT_BYTES[4] == 128 * 256 * 12
+    assert rows["logits"] == 128 * 256 * LOGIT_BYTES[4] == 128 * 256 * 8
     # generation: 2 prompts x 4 rollouts at 64 tokens; K and V of 2 layers x 2 heads x 16, float32
     assert rows["KV cache"] == 8 * 64 * 2 * 2 * 2 * 16 * 4
 
@@ -125,6 +125,6 @@ def test_the_estimate_is_within_30_percent_of_a_measured_step() -> None:
     settings = json.loads(out.stdout.strip().splitlines()[-1])["settings"]
     assert len(settings) == 5
     for name, result in settings.items():
-        assert result["planned_gib"] > 1.0, (name, result)  # a step large enough to measure: over 1 GiB
+        assert result["planned_gib"] > 0.3, (name, result)  # a step large enough to measure: over 0.3 GiB
         assert result["measure"] == "rss"
         assert 0.75 <= result["measured_gib"] / result["planned_gib"] <= 1.3, (name, result)
