@@ -5,7 +5,9 @@ Each setting runs in its own process (peak RSS is per process): the real SmolLM2
 (``loss.beta > 0``), ``--sequences`` sequences of ``--tokens`` tokens whose last
 ``--completion`` tokens are trained on, ``optim.micro_batch_size`` from the main job's config. With
 ``--min-tokens`` the lengths vary as multi-turn rollouts do: each drawn uniformly (seeded) between it and
-``--tokens``, the last ``min(--completion, length // 2)`` tokens trained on. Prints one JSON object: per
+``--tokens``, the last ``min(--completion, length // 2)`` tokens trained on. With ``--group-size`` G the
+rows come in groups of G replies to one prompt, as a GRPO step's do: each row takes its group's first row's
+prompt (the tokens before its trained ones; ``optim.share_prefix`` runs it once). Prints one JSON object: per
 setting the RSS before the step, the peak during it, the step's wall time, and its micro-batches, forward
 calls and padded token positions (``train/micro_batches``, ``train/forwards``, ``train/padded_tokens``).
 
@@ -15,6 +17,8 @@ calls and padded token positions (``train/micro_batches``, ``train/forwards``, `
         --settings "" "optim.micro_batch_tokens=2048"
     .venv/bin/python benchmarks/train_step_memory.py --config configs/train/criteria_cpu.yaml \
         --sequences 32 --tokens 246 --completion 96 --steps 3 --settings "" "model.mixed_precision=auto"
+    .venv/bin/python benchmarks/train_step_memory.py --config configs/train/criteria_cpu.yaml \
+        --sequences 32 --tokens 246 --completion 96 --group-size 8 --settings "" "optim.share_prefix=true"
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def one_step(
     min_tokens: int | None = None,
     config: Path = CONFIG,
     steps: int = 1,
+    group_size: int = 1,
 ) -> dict[str, object]:
     """Load the policy as the trainer does and time ``steps`` ``train_step`` calls on a synthetic batch."""
     import torch
@@ -69,6 +74,14 @@ def one_step(
         }
         for n, c in zip(lengths, trained, strict=True)
     ]
+    for i, seq in enumerate(seqs):  # replies to their group's first prompt
+        head = seqs[i - i % group_size]
+        prompt = head["loss_mask"].index(1)
+        reply = seq["ids"][seq["loss_mask"].index(1) :]
+        seq["ids"] = head["ids"][:prompt] + reply
+        seq["loss_mask"] = [0] * prompt + [1] * len(reply)
+        seq["logprobs"] = [-2.0] * len(seq["ids"])
+    lengths = [len(seq["ids"]) for seq in seqs]
     advantages = [1.0 if i % 2 else -1.0 for i in range(sequences)]
     batch = collate(seqs, advantages, [False] * sequences, pad_token_id=0)
     before = peak_rss_gib()
@@ -104,6 +117,7 @@ def main() -> None:
     parser.add_argument("--min-tokens", type=int, help="draw each length between this and --tokens")
     parser.add_argument("--config", type=Path, default=CONFIG, help="the run config the settings change")
     parser.add_argument("--steps", type=int, default=1, help="steps to time, one after another")
+    parser.add_argument("--group-size", type=int, default=1, help="replies to one prompt, in a row")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -115,6 +129,7 @@ def main() -> None:
             args.min_tokens,
             args.config,
             args.steps,
+            args.group_size,
         )
         print(json.dumps(child))
         return
@@ -124,7 +139,14 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--child", setting, "--sequences", str(args.sequences)]
         cmd += ["--tokens", str(args.tokens), "--completion", str(args.completion)]
         cmd += ["--min-tokens", str(args.min_tokens)] if args.min_tokens is not None else []
-        cmd += ["--config", str(args.config), "--steps", str(args.steps)]
+        cmd += [
+            "--config",
+            str(args.config),
+            "--steps",
+            str(args.steps),
+            "--group-size",
+            str(args.group_size),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
         results[setting or "the config"] = json.loads(out.stdout.strip().splitlines()[-1])
     shape = {
@@ -132,6 +154,7 @@ def main() -> None:
         "tokens": args.tokens,
         "min_tokens": args.min_tokens,
         "completion": args.completion,
+        "group_size": args.group_size,
     }
     print(
         json.dumps(

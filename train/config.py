@@ -243,6 +243,14 @@ class OptimConfig(Section):
     512) when the logits dominate a step's memory: a large vocabulary on long sequences. For the main job
     the activations dominate, so it costs time and saves nothing (``benchmarks/train_step_memory.py``
     measures a step's peak; the figures are in ``docs/results.md``)."""
+    share_prefix: bool = False
+    """Run the prompt a group's replies share once per micro-batch, not once per reply: its KV cache, kept
+    in the graph, is repeated for the replies, whose own tokens run on top of it. The same logprobs and
+    gradients up to the order of float sums, for the work of ``prompt + replies`` tokens instead of
+    ``replies x (prompt + reply)``; it pays when micro-batches hold replies to one prompt (``micro_batch_size``
+    a multiple of ``rollout.group_size``, or a divisor of it). One process without DeepSpeed, and not with
+    ``model.gradient_checkpointing``; packed micro-batches (flash-attention 2) do not share
+    (``docs/training.md``, One prompt pass per group)."""
 
 
 class WarmStartConfig(Section):
@@ -363,6 +371,11 @@ class TrainConfig(Section):
             raise ValueError(
                 "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, not "
                 "the warm-started one); warm-start without LoRA and set model.name_or_path to its folder"
+            )
+        if self.optim.share_prefix and self.model.gradient_checkpointing:
+            raise ValueError(
+                "optim.share_prefix: not with model.gradient_checkpointing (transformers turns the KV cache off "
+                "under checkpointing, and the shared prompt pass hands its cache to the replies)"
             )
         if self.advantage.credit != "episode" and self.env.type != "multistep":
             raise ValueError(

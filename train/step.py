@@ -37,7 +37,12 @@ if TYPE_CHECKING:  # imported inside the functions (importing this module stays 
 
 
 def forward_logprobs(
-    model: Model, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+    model: Model,
+    batch: TrainBatch,
+    temperature: float,
+    entropy: bool = True,
+    chunk_tokens: int = 0,
+    share_prefix: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
 
@@ -48,9 +53,14 @@ def forward_logprobs(
 
     With ``chunk_tokens > 0`` (and a transformers model whose logits are a linear layer of its last hidden state) the head runs
     over about ``chunk_tokens`` positions at a time under activation checkpointing: no [B, K, V] logits
-    exist at once, in the forward or the backward, at the price of running the head twice."""
+    exist at once, in the forward or the backward, at the price of running the head twice.
+
+    With ``share_prefix``, rows whose tokens before their first loss token are the same (the replies of one
+    group to its prompt) run that prompt once: ``shared_prefix_forward``."""
     import torch
 
+    if share_prefix and any(c.prefix for c in prefix_clusters(batch)):
+        return shared_prefix_forward(model, batch, temperature, entropy, chunk_tokens)
     input_ids_BT, mask_BT = batch.input_ids_BT, batch.loss_mask_BT
     width = input_ids_BT.shape[1]
     columns = mask_BT.any(dim=0).nonzero()
@@ -83,6 +93,144 @@ def forward_logprobs(
     pad = (width - keep + 1, 0)  # the S = keep - 1 predicted positions are the last ones
     logprobs_BT = torch.nn.functional.pad(logprobs_BS, pad)
     return logprobs_BT, None if entropy_BS is None else torch.nn.functional.pad(entropy_BS, pad)
+
+
+@dataclass(frozen=True)
+class PrefixCluster:
+    """Rows of a micro-batch that run together in ``shared_prefix_forward``."""
+
+    rows: list[int]
+    """The rows, in batch order."""
+    prefix: int
+    """Leading tokens the rows share, all before their first loss token, run once for all of them; 0 for the
+    rows that share nothing (they run as one padded forward, as ``forward_logprobs`` runs a batch)."""
+    width: int
+    """Columns the rows' real tokens reach: the longest row."""
+
+
+def prefix_clusters(batch: TrainBatch) -> list[PrefixCluster]:
+    """The rows of ``batch`` grouped by their tokens before their first loss token: one cluster per prompt
+    that at least two rows answer (``prefix`` its length), then one of every other row (``prefix`` 0: a row
+    with no loss token, or alone with its prompt), left out when empty."""
+    loss_BT = batch.loss_mask_BT > 0
+    lengths = [int(n) for n in batch.attention_mask_BT.sum(dim=1).tolist()]
+    has_loss, first_loss = loss_BT.any(dim=1).tolist(), loss_BT.int().argmax(dim=1).tolist()
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    alone: list[int] = []
+    ids = batch.input_ids_BT.tolist()
+    for row, first in enumerate(first_loss):
+        if has_loss[row] and first > 0:
+            by_prompt.setdefault(tuple(ids[row][:first]), []).append(row)
+        else:
+            alone.append(row)
+    clusters = []
+    for prompt, rows in by_prompt.items():
+        if len(rows) > 1:
+            clusters.append(PrefixCluster(rows, len(prompt), max(lengths[r] for r in rows)))
+        else:
+            alone.extend(rows)
+    if alone:
+        clusters.append(PrefixCluster(sorted(alone), 0, batch.input_ids_BT.shape[1]))
+    return clusters
+
+
+def forward_cost(batch: TrainBatch, share_prefix: bool) -> tuple[int, int]:
+    """Model forward calls and the positions they run over for ``forward_logprobs`` of this padded
+    micro-batch: one call over rows x width, or with ``share_prefix`` two per shared prompt (the prompt
+    once, then each row's rest) and one for the rows that share nothing."""
+    clusters = prefix_clusters(batch) if share_prefix else []
+    if not any(c.prefix for c in clusters):
+        return 1, batch.input_ids_BT.numel()
+    calls, positions = 0, 0
+    for c in clusters:
+        calls += 2 if c.prefix else 1
+        positions += c.prefix + len(c.rows) * (c.width - c.prefix) if c.prefix else len(c.rows) * c.width
+    return calls, positions
+
+
+def shared_prefix_forward(
+    model: Model, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``forward_logprobs`` with each prompt run once for all the rows that answer it (``prefix_clusters``).
+
+    The replies of a GRPO group share their prompt, so a padded micro-batch of one group runs the prompt
+    once per row. Here the prompt runs once, as one row, its KV cache is repeated for the group's rows, and
+    the rows' own tokens run on top of it: the same logprobs and gradients (the cache keeps its graph, so the
+    prompt's weights get every row's gradient), up to the order of float sums, with the prompt's positions
+    computed once instead of once per row. The rows that share nothing run as ``forward_logprobs`` runs them.
+    Positions before a row's prompt ends hold 0, as they do there. Needs a model that returns its KV cache:
+    not under gradient checkpointing (transformers turns the cache off), nor through a DDP or DeepSpeed
+    wrapper (two forwards for one backward); ``docs/training.md``, One prompt pass per group."""
+    import torch
+
+    from envs.models.kv_cache import cache_name
+    from train.micro_batches import take_rows
+
+    width = batch.input_ids_BT.shape[1]
+    rows: list[int] = []
+    logprobs: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []
+    for cluster in prefix_clusters(batch):
+        part = take_rows(batch, cluster.rows)
+        if cluster.prefix == 0:
+            lp_bT, ent_bT = forward_logprobs(model, part, temperature, entropy, chunk_tokens)
+        else:
+            lp_bS, ent_bS = _prefix_cluster_logprobs(
+                model, part, cluster, temperature, entropy, chunk_tokens, cache_name()
+            )
+            pad = (cluster.prefix, width - cluster.width)  # targets are positions prefix .. width - 1
+            lp_bT = torch.nn.functional.pad(lp_bS, pad)
+            ent_bT = None if ent_bS is None else torch.nn.functional.pad(ent_bS, pad)
+        rows += cluster.rows
+        logprobs.append(lp_bT)
+        if ent_bT is not None:
+            entropies.append(ent_bT)
+    back = torch.argsort(torch.tensor(rows, device=batch.input_ids_BT.device))  # batch order again
+    logprobs_BT = torch.cat(logprobs)[back]
+    return logprobs_BT, torch.cat(entropies)[back] if entropy else None
+
+
+def _prefix_cluster_logprobs(
+    model: Model,
+    batch: TrainBatch,
+    cluster: PrefixCluster,
+    temperature: float,
+    entropy: bool,
+    chunk_tokens: int,
+    cache_keyword: str,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """[b, S] logprobs (and entropies) of the targets at positions ``prefix`` .. ``width - 1`` of rows that
+    share their first ``prefix`` tokens: the prefix as one row with its KV cache, then the rows' rest on
+    the cache repeated b times. The last prefix position predicts each row's first target."""
+    import torch
+
+    p, width, b = cluster.prefix, cluster.width, len(cluster.rows)
+    ids_bW, attention_bW = batch.input_ids_BT[:, :width], batch.attention_mask_BT[:, :width]
+    targets_bS = ids_bW[:, p:]
+    head = _output_head(model) if chunk_tokens > 0 else None
+    no_logits = torch.zeros(0, dtype=torch.long, device=ids_bW.device)
+    # with the chunked head: hidden states, no logits; otherwise logits where a target is predicted
+    out_prompt: dict[str, Any] = {"logits_to_keep": 1}
+    out_rest: dict[str, Any] = {"logits_to_keep": torch.arange(width - p - 1, device=ids_bW.device)}
+    if head is not None:  # (the rest's last token predicts nothing)
+        out_prompt = out_rest = {"logits_to_keep": no_logits, "output_hidden_states": True}
+    prompt = model(
+        input_ids=ids_bW[:1, :p], attention_mask=attention_bW[:1, :p], use_cache=True, **out_prompt
+    )
+    cache = getattr(prompt, cache_keyword)
+    cache.batch_repeat_interleave(b)
+    rest = model(input_ids=ids_bW[:, p:], attention_mask=attention_bW, **{cache_keyword: cache}, **out_rest)
+    if head is not None:
+        last_1H = prompt.hidden_states[-1][:, -1:]  # transformers: the final norm's output
+        hidden_bSH = torch.cat([last_1H.expand(b, 1, -1), rest.hidden_states[-1][:, :-1]], dim=1)
+        return _chunked_head(head, hidden_bSH, targets_bS, temperature, entropy, max(1, chunk_tokens // b))
+    first_b1V = prompt.logits.expand(b, -1, -1).contiguous()  # [b, 1, V]: one row's logits, b targets
+    first_lp, first_ent = target_logprobs(first_b1V, targets_bS[:, :1], temperature, entropy)
+    rest_lp, rest_ent = target_logprobs(rest.logits, targets_bS[:, 1:], temperature, entropy)
+    logprobs_bS = torch.cat([first_lp, rest_lp], dim=1)
+    if first_ent is None or rest_ent is None:
+        return logprobs_bS, None
+    return logprobs_bS, torch.cat([first_ent, rest_ent], dim=1)
 
 
 def packed_forward_logprobs(
@@ -241,9 +389,10 @@ def micro_batch_loss(
     importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``)."""
     import torch
 
+    share = {} if packed else {"share_prefix": cfg.optim.share_prefix}
     forward = packed_forward_logprobs if packed else forward_logprobs
     logprobs_BT, entropy_BT = forward(
-        model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens
+        model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens, **share
     )
     assert entropy_BT is not None  # the forward computes entropies unless told not to
     old_logprobs_BT = logprobs_BT.detach()
@@ -261,6 +410,7 @@ def micro_batch_loss(
                 cfg.rollout.temperature,
                 entropy=False,
                 chunk_tokens=cfg.optim.logits_chunk_tokens,
+                **share,
             )
     loss, stats = policy_loss(
         logprobs_BT,
@@ -323,16 +473,19 @@ def train_step(
     model.train()
     for i in range(counts.micro_batches):
         mb = micro_batch(batch, plan, i, accelerator.device)
-        loss, entropy_BT, stats = micro_batch_loss(
-            model, ref_model, mb, cfg, accelerator, counts, plan.packed and i < len(plan.bounds)
-        )
+        packed = plan.packed and i < len(plan.bounds)
+        loss, entropy_BT, stats = micro_batch_loss(model, ref_model, mb, cfg, accelerator, counts, packed)
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
         # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
         last = i == counts.micro_batches - 1
         with weights_lock if last and deepspeed and weights_lock is not None else contextlib.nullcontext():
             backward(accelerator, loss * accelerator.num_processes, last_micro_batch=last)
         _accumulate(sums, weights, mb, loss, entropy_BT, stats)
-        sums["padded_tokens"] += float(mb.attention_mask_BT.sum() if plan.packed else mb.input_ids_BT.numel())
+        calls, positions = (
+            (1, int(mb.attention_mask_BT.sum())) if packed else forward_cost(mb, cfg.optim.share_prefix)
+        )
+        sums["forward_calls"] += calls
+        sums["padded_tokens"] += positions
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
     with weights_lock if weights_lock is not None else contextlib.nullcontext():
         optimizer.step()
@@ -343,9 +496,10 @@ def train_step(
     out["learning_rate"] = float(scheduler.get_last_lr()[0])
     out["loss_tokens"] = counts.tokens
     out["micro_batches"] = float(counts.micro_batches)
-    # model forward calls: the policy's, and the reference's with a KL term; old logprobs take none (one
-    # update per batch: they are the current ones, detached)
-    out["forwards"] = float(counts.micro_batches * (1 if ref_model is None else 2))
+    # model forward calls on this process: the policy's (two per shared prompt with ``optim.share_prefix``),
+    # and as many again for the reference with a KL term; old logprobs take none (one update per batch: they
+    # are the current ones, detached)
+    out["forwards"] = sums.pop("forward_calls") * (1 if ref_model is None else 2)
     out["padded_tokens"] = sums.pop(
         "padded_tokens"
     )  # positions the policy's passes ran over, on this process

@@ -39,7 +39,7 @@ from envs.rollout import ScoredRollout
 from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import LoggingConfig, RolloutConfig, TrainConfig
-from train.distributed import make_accelerator, peak_memory_gib, tune_host_allocator
+from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
@@ -84,6 +84,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if accelerator.device.type == "cpu":  # before the rollout worker and the OpenMP teams start
         tune_host_allocator(cfg)
     check_at_start(cfg, accelerator)  # the memory plan, printed; a run that cannot fit stops before loading
+    if cfg.optim.share_prefix and (accelerator.num_processes > 1 or is_deepspeed(accelerator)):
+        raise ValueError(
+            "optim.share_prefix: one process without DeepSpeed only (the shared prompt pass and the replies' "
+            "pass are two forwards for one backward, which DDP's and DeepSpeed's gradient hooks do not expect)"
+        )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run = RunFolder(Path(cfg.logging.output_dir))
     if cfg.model.lora is not None and cfg.rollout.backend == "vllm":  # a second now, not after the load

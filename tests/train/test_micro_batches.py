@@ -98,7 +98,12 @@ def _sequences() -> list[dict[str, list[Any]]]:
 
 
 def _step(
-    model_dir: Path, tmp: Path, loss_type: str, beta: float, *overrides: str
+    model_dir: Path,
+    tmp: Path,
+    loss_type: str,
+    beta: float,
+    *overrides: str,
+    sequences: list[dict[str, list[Any]]] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """One step with plain SGD at learning rate 1 (no clipping): the weights move by exactly -gradient."""
     from accelerate import Accelerator
@@ -125,7 +130,8 @@ def _step(
     accelerator = Accelerator(cpu=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    batch = collate(_sequences(), [1.0, -0.5, 0.25, -1.0, 2.0, -0.75], [False] * 6, pad_token_id=0)
+    advantages = [1.0, -0.5, 0.25, -1.0, 2.0, -0.75]
+    batch = collate(sequences or _sequences(), advantages, [False] * 6, pad_token_id=0)
     out = train_step(model, ref, batch, cfg, accelerator, optimizer, scheduler)
     grads = {n: before[n] - p.detach() for n, p in model.named_parameters()}
     return out, grads
@@ -165,6 +171,43 @@ def test_token_budget_gives_the_padded_step(
     for grads in (pair_grads, budget_grads):
         for name, grad in grads.items():
             assert torch.allclose(grad, one_grads[name], rtol=1e-4, atol=1e-7), name
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_shared_prompts_give_the_same_step(tiny_model_dir: Path, tmp_path: Path, beta: float) -> None:
+    """``optim.share_prefix``: two groups of three replies, each micro-batch one group, each prompt run once
+    for its replies (the reference's too): the loss, entropy, KL and gradients of the step that runs every
+    reply whole, and the positions it saves."""
+    sequences = _sequences()
+    for row in (1, 2, 4, 5):  # each group's replies answer its first row's 3-token prompt
+        sequences[row]["ids"][:3] = sequences[3 * (row // 3)]["ids"][:3]
+    common = ("optim.micro_batch_size=3",)
+    whole, whole_grads = _step(tiny_model_dir, tmp_path / "w", "dapo", beta, *common, sequences=sequences)
+    shared, shared_grads = _step(
+        tiny_model_dir, tmp_path / "s", "dapo", beta, *common, "optim.share_prefix=true", sequences=sequences
+    )
+    passes = 2 if beta > 0 else 1
+    # lengths [20, 7, 13] and [20, 5, 11]: 3 x 20 twice whole. Shared: the 7-token reply's environment token
+    # is its first after the prompt, so its first loss token is the 5th and it runs alone: 3 + 2 x 17 + 20;
+    # then 3 + 3 x 17; two calls per shared prompt, one for the reply alone
+    assert (whole["forwards"], whole["padded_tokens"]) == (2.0 * passes, 120.0)
+    assert (shared["forwards"], shared["padded_tokens"]) == (5.0 * passes, 111.0)
+    assert abs(whole["loss"]) > 1e-4
+    for key in ("loss", "entropy", "loss_tokens") + (("kl/mean",) if beta > 0 else ()):
+        assert shared[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-7), key
+    for name, grad in shared_grads.items():
+        assert torch.allclose(grad, whole_grads[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_shared_prompts_are_refused_with_checkpointing(tiny_model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"optim\.share_prefix: not with model\.gradient_checkpointing"):
+        run_config(
+            "tiny_test.yaml",
+            tiny_model_dir,
+            tmp_path,
+            "optim.share_prefix=true",
+            "model.gradient_checkpointing=true",
+        )
 
 
 def test_packed_inputs_by_hand() -> None:

@@ -120,3 +120,75 @@ def test_policy_forward_keeps_autocast_logits_with_the_same_logprobs_and_gradien
     assert torch.equal(got_lp, want_lp) and got_ent is not None and want_ent is not None
     assert torch.equal(got_ent, want_ent)
     assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads, strict=True))
+
+
+def _two_groups_and_a_stray() -> list[dict[str, list]]:
+    """Replies of two prompts (5 and 3 tokens; one reply with an environment token between its model
+    tokens, one whose model tokens end the row early), a reply alone with its prompt, a row without a loss
+    token, and a reply whose one model token ends its row."""
+    a, b = [5, 6, 7, 8, 9], [20, 21, 22]
+    rows = [
+        (a + [10, 11, 12, 13], [0] * 5 + [1, 1, 0, 1]),
+        (a + [14, 15], [0] * 5 + [1, 1]),
+        (b + [30, 31, 32, 33, 34, 35], [0] * 3 + [1] * 6),
+        (a + [16, 17, 18, 19, 40, 41], [0] * 5 + [1] * 6),
+        ([50, 51, 52, 53], [0, 0, 1, 1]),
+        (b + [36, 37], [0] * 3 + [1, 1]),
+        ([60, 61, 62], [0, 0, 0]),
+        (b + [38], [0] * 3 + [1]),
+    ]
+    return [{"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)} for ids, mask in rows]
+
+
+def test_prefix_clusters_group_the_rows_by_their_prompt() -> None:
+    from train.step import PrefixCluster, forward_cost, prefix_clusters
+
+    batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
+    assert batch.input_ids_BT.shape == (8, 11)
+    assert prefix_clusters(batch) == [
+        PrefixCluster([0, 1, 3], 5, 11),
+        PrefixCluster([2, 5, 7], 3, 9),
+        PrefixCluster([4, 6], 0, 11),
+    ]
+    # two calls per shared prompt and one for the rest; positions: 5 + 3 x 6, 3 + 3 x 6, 2 x 11
+    assert forward_cost(batch, share_prefix=True) == (5, 23 + 21 + 22)
+    assert forward_cost(batch, share_prefix=False) == (1, 88)
+    alone = collate(_two_groups_and_a_stray()[4:5], [1.0], [False], pad_token_id=0)
+    assert prefix_clusters(alone) == [PrefixCluster([0], 0, 4)]
+    assert forward_cost(alone, share_prefix=True) == (1, 4)
+
+
+@pytest.mark.parametrize("chunk_tokens", [0, 5])
+def test_shared_prefix_forward_gives_the_same_logprobs_and_gradients(
+    tiny_model_dir: Path, chunk_tokens: int
+) -> None:
+    """Each prompt run once for its replies: the logprobs, entropies and weight gradients of the forward
+    that runs every row whole, in the rows' own order, with the head whole or in chunks."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
+    weights = torch.randn(batch.input_ids_BT.shape)
+
+    def run(share: bool) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad()
+        logprobs, entropy = forward_logprobs(
+            model, batch, temperature=0.7, chunk_tokens=chunk_tokens, share_prefix=share
+        )
+        assert entropy is not None
+        (logprobs * batch.loss_mask_BT * weights).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return logprobs.detach(), entropy.detach(), grads
+
+    mask = batch.loss_mask_BT.bool()
+    plain_lp, plain_ent, plain_grads = run(False)
+    lp, ent, grads = run(True)
+    assert lp.shape == plain_lp.shape == (8, 11)
+    assert torch.allclose(lp[mask], plain_lp[mask], atol=1e-5)
+    assert torch.allclose(ent[mask], plain_ent[mask], atol=1e-4)
+    assert float(plain_lp[mask].abs().min()) > 0  # every loss token compared, none of them zero
+    assert grads.keys() == plain_grads.keys() and len(grads) > 3
+    for name, grad in grads.items():
+        assert torch.allclose(grad, plain_grads[name], rtol=1e-4, atol=1e-5), name
+    # the reference model of the KL term: no entropy, the same logprobs
+    with torch.no_grad():
+        ref_lp, no_entropy = forward_logprobs(model, batch, 0.7, entropy=False, share_prefix=True)
+    assert no_entropy is None and torch.allclose(ref_lp[mask], plain_lp[mask], atol=1e-5)
