@@ -3,7 +3,7 @@ learning rate and steps, in one run.
 
     .venv/bin/python benchmarks/trainer_vs_trl.py [--models tiny,smollm2] [--steps-tiny 20]
         [--steps-smollm2 8] [--tokens 96] [--prompts-per-step 2] [--group-size 4] [--free-length]
-        [--micro-batch-tokens N]
+        [--micro-batch-tokens N] [--share-prefix]
 
 The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all twelve, nothing held out),
 scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
@@ -21,7 +21,9 @@ padded tokens instead of fixed groups of 4) and reports it against the same TRL 
 importance-sampling correction on; TRL has none with transformers generation), and samples as the main job
 does (``--inference-dtype auto``: a bfloat16 copy of the policy, refreshed after every step, where bf16 is
 computed natively; the float32 policy itself, as TRL does, elsewhere); ``--inference-dtype bfloat16`` or
-``float32`` forces one: CPU decoding is bound by reading the weights.
+``float32`` forces one: CPU decoding is bound by reading the weights. ``--share-prefix`` runs our trainer a
+further time with ``optim.share_prefix`` (each micro-batch, 4 replies to one prompt, runs the prompt once)
+and reports it against the same TRL run (``share_prefix``).
 
 Each run is its own subprocess (memory and threads isolated), one after the other, torch on every core.
 Seconds per step exclude model loading and everything before the first step: for ours the per-step
@@ -124,6 +126,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         f"optim.learning_rate={spec['learning_rate']}",
         f"optim.micro_batch_size={min(4, rows)}",
         f"optim.micro_batch_tokens={spec.get('micro_batch_tokens', 0)}",
+        f"optim.share_prefix={str(spec.get('share_prefix', False)).lower()}",
         "optim.schedule=constant",
         "optim.warmup_steps=0",
         "optim.max_grad_norm=1.0",
@@ -427,11 +430,10 @@ def summarise(
     }
 
 
-def by_token_budget(
-    ours: dict[str, Any], trl: dict[str, Any], rows: int, last: int, budget: int
-) -> dict[str, Any]:
-    """Our arm with ``optim.micro_batch_tokens``, against TRL's run of the same model: seconds per step and,
-    since free-length completions differ between runs, completion tokens per second of the whole step."""
+def another_arm(ours: dict[str, Any], trl: dict[str, Any], rows: int, last: int) -> dict[str, Any]:
+    """A further arm of ours (``optim.micro_batch_tokens``, ``optim.share_prefix``), against TRL's run of the
+    same model: seconds per step and, since free-length completions differ between runs, completion tokens
+    per second of the whole step."""
     s = statistics.median(ours["step_s"][1:] or ours["step_s"])
     trl_s = statistics.median(trl["step_s"][1:] or trl["step_s"])
 
@@ -441,7 +443,6 @@ def by_token_budget(
 
     ours_tps, trl_tps = tokens_per_s(ours, s), tokens_per_s(trl, trl_s)
     return {
-        "budget_tokens": budget,
         "s_per_step": round(s, 3),
         "speedup": round(trl_s / s, 3),
         "step_tokens_per_s": round(ours_tps, 1),
@@ -490,7 +491,13 @@ def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> 
     if args.micro_batch_tokens:  # our trainer again, its micro-batches grouped by length under a token budget
         arm = {**spec, "micro_batch_tokens": args.micro_batch_tokens, "out_dir": str(work / f"{model}-mbt")}
         budget = in_subprocess("ours", arm, work, tag="-mbt")
-        result["micro_batch_tokens"] = by_token_budget(budget, trl, rows, last, args.micro_batch_tokens)
+        result["micro_batch_tokens"] = {
+            "budget_tokens": args.micro_batch_tokens,
+            **another_arm(budget, trl, rows, last),
+        }
+    if args.share_prefix:  # our trainer again, each group's prompt run once per micro-batch
+        arm = {**spec, "share_prefix": True, "out_dir": str(work / f"{model}-share")}
+        result["share_prefix"] = another_arm(in_subprocess("ours", arm, work, tag="-share"), trl, rows, last)
     if args.trl_our_allocator:  # how much of the speedup is the allocator settings alone
         fair = in_subprocess("trl", {**spec, "our_allocator": True}, work, tag="-allocator")
         fair_s = statistics.median(fair["step_s"][1:] or fair["step_s"])
@@ -526,6 +533,11 @@ def main() -> None:
         type=int,
         default=0,
         help="also run ours with optim.micro_batch_tokens at this budget (at least --tokens + 256)",
+    )
+    parser.add_argument(
+        "--share-prefix",
+        action="store_true",
+        help="also run ours with optim.share_prefix (each group's prompt run once per micro-batch)",
     )
     parser.add_argument(
         "--inference-dtype",

@@ -248,8 +248,8 @@ class OptimConfig(Section):
     in the graph, is repeated for the replies, whose own tokens run on top of it. The same logprobs and
     gradients up to the order of float sums, for the work of ``prompt + replies`` tokens instead of
     ``replies x (prompt + reply)``; it pays when micro-batches hold replies to one prompt (``micro_batch_size``
-    a multiple of ``rollout.group_size``, or a divisor of it). One process without DeepSpeed, and not with
-    ``model.gradient_checkpointing``; packed micro-batches (flash-attention 2) do not share
+    a multiple of ``rollout.group_size``, or a divisor of it). One process or DDP, not DeepSpeed, and not
+    with ``model.gradient_checkpointing``; packed micro-batches (flash-attention 2) do not share
     (``docs/training.md``, One prompt pass per group)."""
 
 

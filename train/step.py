@@ -159,8 +159,8 @@ def shared_prefix_forward(
     prompt's weights get every row's gradient), up to the order of float sums, with the prompt's positions
     computed once instead of once per row. The rows that share nothing run as ``forward_logprobs`` runs them.
     Positions before a row's prompt ends hold 0, as they do there. Needs a model that returns its KV cache:
-    not under gradient checkpointing (transformers turns the cache off), nor through a DDP or DeepSpeed
-    wrapper (two forwards for one backward); ``docs/training.md``, One prompt pass per group."""
+    not under gradient checkpointing (transformers turns the cache off), nor DeepSpeed's engine (two forwards
+    for one backward; DDP is tested); ``docs/training.md``, One prompt pass per group."""
     import torch
 
     from envs.models.kv_cache import cache_name

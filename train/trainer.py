@@ -84,10 +84,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if accelerator.device.type == "cpu":  # before the rollout worker and the OpenMP teams start
         tune_host_allocator(cfg)
     check_at_start(cfg, accelerator)  # the memory plan, printed; a run that cannot fit stops before loading
-    if cfg.optim.share_prefix and (accelerator.num_processes > 1 or is_deepspeed(accelerator)):
+    if cfg.optim.share_prefix and is_deepspeed(accelerator):
         raise ValueError(
-            "optim.share_prefix: one process without DeepSpeed only (the shared prompt pass and the replies' "
-            "pass are two forwards for one backward, which DDP's and DeepSpeed's gradient hooks do not expect)"
+            "optim.share_prefix: not under DeepSpeed (the shared prompt pass and the replies' pass are two "
+            "forwards for one backward, which its engine is not tested with); set optim.share_prefix: false"
         )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run = RunFolder(Path(cfg.logging.output_dir))

@@ -285,3 +285,25 @@ def test_two_steps_by_token_budget_under_ddp(tiny_model_dir: Path, tmp_path: Pat
     assert all(
         r["train/micro_batches"] >= 1 and r["train/forwards"] == r["train/micro_batches"] for r in steps
     )
+
+
+@pytest.mark.slow
+def test_shared_prompts_under_ddp_average_the_same_gradient(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Two CPU processes over gloo, each micro-batch one group: with ``optim.share_prefix`` two forwards feed
+    each backward, and DDP still averages the gradient: the first step's loss and averaged gradient norm are
+    those of the run without it (a process's own gradient would have another norm). Later weights are not
+    compared: AdamW's first steps turn rounding in near-zero gradients into whole learning-rate steps."""
+    from tests.train.test_distributed import _check_run, _launch
+
+    steps = {}
+    for share in ("false", "true"):
+        out = tmp_path / f"share_{share}"
+        proc = _launch("multi_process.yaml", tiny_model_dir, out, f"optim.share_prefix={share}")
+        steps[share] = _check_run(proc, tiny_model_dir, out)
+    whole, shared = steps["false"][0], steps["true"][0]  # step 1: the same rollouts from the same weights
+    assert (
+        shared["train/forwards"] == 2 * whole["train/forwards"]
+    )  # each micro-batch: its prompt, its replies
+    assert shared["train/padded_tokens"] < whole["train/padded_tokens"]
+    for key in ("reward/mean", "train/loss", "train/entropy", "train/grad_norm"):
+        assert shared[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-7), key
