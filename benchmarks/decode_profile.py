@@ -4,7 +4,7 @@ would pick), timed, then profiled once with ``torch.profiler``; and, with ``--le
 completions from one chat prompt run as long through our sampler as through transformers' ``generate``.
 
     .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32] [--fused-projections]
-        [--second-thread]
+        [--second-thread] [--dtype float32] [--concatenated-cache]
 
 Every row is forced to ``--tokens`` tokens (``min_new_tokens``), so the work is fixed. Prints one JSON object:
 the best decode time of ``--repeats``, milliseconds per decode forward, linear-layer calls per forward, and the
@@ -12,7 +12,10 @@ share of the profiled CPU time of the operators that took the most (self time); 
 completion length of N samples at temperature 1 through each sampler (same prompt, same limit, top-k off);
 with ``--fused-projections``, the same decode timed with each layer's q/k/v and gate/up projections fused into
 one matrix product each (interleaved with the plain one), and the share of greedy tokens the two agree on;
-with ``--second-thread``, the decode on this thread, then on a second thread, then on this thread again.
+with ``--second-thread``, the decode on this thread, then on a second thread, then on this thread again;
+with ``--concatenated-cache``, the same sampled decode with the KV cache concatenated per token (transformers'
+``DynamicLayer``) against written in place (``envs.backends.decode.keys_in_place``), interleaved, and
+whether their tokens and logprobs are equal. ``--dtype`` forces the sampling dtype (float32: the slow kind's).
 """
 
 from __future__ import annotations
@@ -142,6 +145,55 @@ def compare_fused(model: Any, args: argparse.Namespace, stop_id: int, pad_id: in
     return out
 
 
+@contextlib.contextmanager
+def concatenated_cache() -> Iterator[None]:
+    """Within the block the decode keeps transformers' own ``DynamicLayer`` s, which concatenate each new
+    key and value onto the whole cache (``envs.backends.decode.keys_in_place`` switched off)."""
+    from envs.backends import decode as decode_module
+
+    saved = decode_module.keys_in_place
+    decode_module.keys_in_place = lambda cache, room: cache  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        decode_module.keys_in_place = saved
+
+
+def compare_cache_growth(model: Any, args: argparse.Namespace, stop_id: int, pad_id: int) -> dict[str, Any]:
+    """The same sampled decode (the same seed) with each token's keys and values written in place and with
+    them concatenated onto the cache, interleaved, best of ``args.repeats`` each; whether the tokens and
+    logprobs are the same."""
+    import torch
+
+    from envs.backends.decode import Decoding, decode, packed_linears
+
+    ids = torch.randint(
+        0, model.config.vocab_size, (args.rows, 48), generator=torch.Generator().manual_seed(0)
+    )
+    how = Decoding(args.tokens, args.tokens, temperature=1.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
+
+    def once() -> tuple[float, Any]:
+        torch.manual_seed(1)
+        started = time.perf_counter()
+        out = decode(model, ids, torch.ones_like(ids), None, how)
+        return time.perf_counter() - started, out
+
+    times: dict[str, list[float]] = {"in_place_s": [], "concatenated_s": []}
+    with torch.inference_mode(), packed_linears(model):
+        once()
+        for _ in range(args.repeats):
+            seconds, in_place = once()
+            times["in_place_s"].append(seconds)
+            with concatenated_cache():
+                seconds, concatenated = once()
+            times["concatenated_s"].append(seconds)
+    out: dict[str, Any] = {k: [round(t, 3) for t in v] for k, v in times.items()}
+    out["in_place_over_concatenated"] = round(min(times["in_place_s"]) / min(times["concatenated_s"]), 3)
+    out["same_tokens"] = bool(torch.equal(in_place[0], concatenated[0]))
+    out["same_logprobs"] = bool(torch.equal(in_place[1], concatenated[1]))
+    return out
+
+
 def _greedy(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> Any:
     import torch
 
@@ -225,6 +277,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="a name envs.models resolves, or a local folder")
     parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="the sampling copy's dtype (auto: the trainer's pick here; float32 is the slow kind's)",
+    )
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--top", type=int, default=10, help="operators listed")
@@ -237,9 +295,15 @@ def main() -> None:
     parser.add_argument(
         "--fused-projections", action="store_true", help="also time the decode with q/k/v and gate/up fused"
     )
+    parser.add_argument(
+        "--concatenated-cache",
+        action="store_true",
+        help="also time the decode with the KV cache concatenated per token instead of written in place",
+    )
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
-    dtype = resolve_inference_dtype("auto") or "float32"  # what the trainer's local backend samples in
+    parser_dtype = args.dtype if args.dtype != "auto" else resolve_inference_dtype("auto")
+    dtype = parser_dtype or "float32"  # "auto": what the trainer's local backend samples in here
     model = load_causal_lm(model_dir, dtype=getattr(torch, dtype), attn_implementation="sdpa").eval()
     eos = int(model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 2)
     result: dict[str, Any] = {
@@ -251,6 +315,8 @@ def main() -> None:
     result.update(profile_decode(model, args, stop_id=eos, pad_id=eos))
     if args.fused_projections:
         result["fused_projections"] = compare_fused(model, args, stop_id=eos, pad_id=eos)
+    if args.concatenated_cache:
+        result["cache_growth"] = compare_cache_growth(model, args, stop_id=eos, pad_id=eos)
     if args.lengths:
         result["lengths"] = compare_lengths(model_dir, args.lengths, args.tokens)
     if args.second_thread:  # last: what it measures lasts for the rest of the process

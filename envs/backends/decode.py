@@ -17,6 +17,7 @@ trims the tail: the quantity the trainer computes for the same token.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,8 @@ def decode(
             **{cache_name(): cache},  # ``cache=cache`` in newer transformers (envs.models.kv_cache)
         )
         cache = getattr(out, cache_name())
+        if step == 0:  # from here on each token is written into room kept for it
+            cache = keys_in_place(cache, how.max_new_tokens)
         logits_RV = out.logits[:, -1, :].float()
         # past every row's min_tokens (the usual case from the first step): no per-row mask to build
         allow_stop = step >= longest_min or (step >= min_R if how.row_min_tokens else False)
@@ -137,6 +140,55 @@ def decode(
         stats.live_rows += int(live)
         stats.batches += 1
     return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
+
+
+def keys_in_place(cache: Any, room: int) -> Any:
+    """``cache`` with each of its plain transformers ``DynamicLayer`` s replaced by one that keeps ``room``
+    more positions allocated and writes each new key and value into them, handing the attention a view of
+    the filled part: the same tensors as ``DynamicLayer``'s, without its ``torch.cat`` of the whole cache per
+    layer and token, which copies every row's keys and values again at each step (a fifth of a float32
+    decode of 32 rows: ``docs/results.md``). Other layer types (sliding windows, quantised) stay as they
+    are; a layer that runs out of room goes back to concatenating."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return cache
+    in_place = _in_place_layer()
+    for i, layer in enumerate(layers):
+        if type(layer) is in_place.__base__ and getattr(layer, "is_initialized", False):
+            layers[i] = in_place(layer, room)
+    return cache
+
+
+@functools.cache
+def _in_place_layer() -> Any:
+    """The ``DynamicLayer`` subclass of ``keys_in_place`` (built on first use: transformers imports late)."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    class InPlaceLayer(DynamicLayer):
+        def __init__(self, layer: Any, room: int) -> None:
+            self.__dict__.update(layer.__dict__)
+            n = layer.keys.shape[-2]
+            self._keys = layer.keys.new_empty((*layer.keys.shape[:-2], n + room, layer.keys.shape[-1]))
+            self._values = layer.values.new_empty(
+                (*layer.values.shape[:-2], n + room, layer.values.shape[-1])
+            )
+            self._keys[..., :n, :] = layer.keys
+            self._values[..., :n, :] = layer.values
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            n = 0 if self.keys is None else self.keys.shape[-2]
+            end = n + key_states.shape[-2]
+            if self._keys is None or self._values is None or end > self._keys.shape[-2]:
+                self._keys = self._values = None  # out of room: concatenate from now on
+                return super().update(key_states, value_states, *args, **kwargs)
+            with torch.no_grad():
+                self._keys[..., n:end, :] = key_states
+                self._values[..., n:end, :] = value_states
+            self.keys, self.values = self._keys[..., :end, :], self._values[..., :end, :]
+            return self.keys, self.values
+
+    return InPlaceLayer
 
 
 def _pick(logits_RV: Any, how: Decoding, allow_stop: Any, stop_ids: Any = None) -> tuple[Any, Any]:

@@ -165,3 +165,55 @@ def test_rollouts_reprompted_after_judging_decode_in_one_batch(tiny_model_dir: P
 
     asyncio.run(run())
     assert backend.stats.batches == 2 and backend.stats.rows == 2 * 6 * 4
+
+
+def test_keys_in_place_match_concatenation_and_fall_back_out_of_room() -> None:
+    from transformers.cache_utils import DynamicCache
+
+    from envs.backends.decode import keys_in_place
+
+    gen = torch.Generator().manual_seed(0)
+    parts = [torch.randn(2, 3, n, 4, generator=gen) for n in (5, 1, 1, 1)]  # [rows, heads, positions, dim]
+    cache = DynamicCache()
+    cache.update(parts[0], -parts[0], 0)
+    assert keys_in_place(cache, room=2) is cache and type(cache.layers[0]).__name__ == "InPlaceLayer"
+    for i, part in enumerate(parts[1:], start=1):  # the third new token is past the room: concatenated
+        keys, values = cache.update(part, -part, 0)
+        want = torch.cat(parts[: i + 1], dim=-2)
+        assert torch.equal(keys, want) and torch.equal(values, -want)
+        assert cache.get_seq_length() == want.shape[-2]
+    assert keys_in_place(("not", "a cache"), room=2) == ("not", "a cache")  # nothing to replace
+
+
+@pytest.mark.parametrize("prefilled", [False, True])
+def test_decode_with_keys_in_place_samples_what_concatenation_samples(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, prefilled: bool
+) -> None:
+    """The same seed, left-padded rows, with or without a prefill cache: the same tokens and logprobs bit for
+    bit whether each token's keys are written into kept room or concatenated onto the cache."""
+    from transformers import AutoModelForCausalLM
+
+    from envs.backends import decode as decode_module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    ids = torch.tensor([[0, 0, 5, 9, 13], [1, 5, 9, 13, 2], [0, 7, 7, 3, 11]])
+    mask = (torch.arange(5) >= torch.tensor([[2], [0], [1]])).long()
+    how = Decoding(12, 12, temperature=1.0, top_p=1.0, stop_ids=[0], pad_id=0)
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(3)
+        with torch.inference_mode():
+            cache = None
+            if prefilled:  # every prompt token but the last, as the local backend's prefill leaves it
+                positions = (mask[:, :-1].cumsum(-1) - 1).clamp(min=0)
+                out = model(
+                    input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions, use_cache=True
+                )
+                cache = getattr(out, cache_name())
+            return decode(model, ids, mask, cache, how)
+
+    in_place = run()
+    monkeypatch.setattr(decode_module, "keys_in_place", lambda cache, room: cache)
+    concatenated = run()
+    assert in_place[0].shape == (3, 12)
+    assert torch.equal(in_place[0], concatenated[0]) and torch.equal(in_place[1], concatenated[1])
