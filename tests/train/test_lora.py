@@ -278,3 +278,32 @@ def test_a_lora_run_resumed_after_2_steps_equals_4_uninterrupted_steps(
 
     a, b = final("whole"), final("resumed")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_shared_prompts_through_the_adapter_and_with_it_off(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``optim.share_prefix`` on a LoRA policy: the prompt's KV cache passes through peft, for the adapted
+    policy (logprobs and the adapter's gradients) and for its reference with the adapter off."""
+    from tests.train.test_step import _two_groups_and_a_stray
+    from train.batching import collate
+    from train.step import forward_logprobs
+
+    cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "loss.beta=0.1", "optim.learning_rate=0.05")
+    _step(cfg, accelerator, policy)  # the adapter moves away from zero
+    policy.model.train()
+    batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
+    mask = batch.loss_mask_BT.bool()
+    results = []
+    for share in (False, True):
+        policy.model.zero_grad()
+        lp, _ = forward_logprobs(policy.model, batch, 0.7, share_prefix=share)
+        (lp * batch.loss_mask_BT).sum().backward()
+        grads = [p.grad.clone() for p in policy.model.parameters() if p.requires_grad and p.grad is not None]
+        with torch.no_grad():
+            ref, _ = forward_logprobs(policy.ref_model, batch, 0.7, entropy=False, share_prefix=share)
+        results.append((lp.detach()[mask], grads, ref[mask]))
+    (lp, grads, ref), (shared_lp, shared_grads, shared_ref) = results
+    assert torch.allclose(shared_lp, lp, atol=1e-5) and torch.allclose(shared_ref, ref, atol=1e-5)
+    assert not torch.allclose(ref, lp, atol=1e-4)  # the adapter changes the logprobs: two models compared
+    assert len(grads) == len(shared_grads) > 0
+    for got, want in zip(shared_grads, grads, strict=True):  # float sums in another order
+        assert float((got - want).norm()) <= 1e-4 * float(want.norm()) and float(want.norm()) > 0
