@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ def forward_logprobs(
     temperature: float,
     entropy: bool = True,
     chunk_tokens: int = 0,
-    share_prefix: bool = False,
+    clusters: Sequence[PrefixCluster] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
 
@@ -55,12 +56,13 @@ def forward_logprobs(
     over about ``chunk_tokens`` positions at a time under activation checkpointing: no [B, K, V] logits
     exist at once, in the forward or the backward, at the price of running the head twice.
 
-    With ``share_prefix``, rows whose tokens before their first loss token are the same (the replies of one
-    group to its prompt) run that prompt once: ``shared_prefix_forward``."""
+    With ``clusters`` (the batch's ``prefix_clusters``, worked out once by the caller: ``optim.share_prefix``),
+    rows whose tokens before their first loss token are the same (the replies of one group to its prompt)
+    run that prompt once: ``shared_prefix_forward``."""
     import torch
 
-    if share_prefix and any(c.prefix for c in prefix_clusters(batch)):
-        return shared_prefix_forward(model, batch, temperature, entropy, chunk_tokens)
+    if clusters is not None and any(c.prefix for c in clusters):
+        return shared_prefix_forward(model, batch, clusters, temperature, entropy, chunk_tokens)
     input_ids_BT, mask_BT = batch.input_ids_BT, batch.loss_mask_BT
     width = input_ids_BT.shape[1]
     columns = mask_BT.any(dim=0).nonzero()
@@ -134,12 +136,11 @@ def prefix_clusters(batch: TrainBatch) -> list[PrefixCluster]:
     return clusters
 
 
-def forward_cost(batch: TrainBatch, share_prefix: bool) -> tuple[int, int]:
+def forward_cost(batch: TrainBatch, clusters: Sequence[PrefixCluster] | None) -> tuple[int, int]:
     """Model forward calls and the positions they run over for ``forward_logprobs`` of this padded
-    micro-batch: one call over rows x width, or with ``share_prefix`` two per shared prompt (the prompt
-    once, then each row's rest) and one for the rows that share nothing."""
-    clusters = prefix_clusters(batch) if share_prefix else []
-    if not any(c.prefix for c in clusters):
+    micro-batch given ``clusters``: one call over rows x width, or two per shared prompt (the prompt once,
+    then each row's rest) and one for the rows that share nothing."""
+    if clusters is None or not any(c.prefix for c in clusters):
         return 1, batch.input_ids_BT.numel()
     calls, positions = 0, 0
     for c in clusters:
@@ -149,9 +150,15 @@ def forward_cost(batch: TrainBatch, share_prefix: bool) -> tuple[int, int]:
 
 
 def shared_prefix_forward(
-    model: Model, batch: TrainBatch, temperature: float, entropy: bool = True, chunk_tokens: int = 0
+    model: Model,
+    batch: TrainBatch,
+    clusters: Sequence[PrefixCluster],
+    temperature: float,
+    entropy: bool = True,
+    chunk_tokens: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``forward_logprobs`` with each prompt run once for all the rows that answer it (``prefix_clusters``).
+    """``forward_logprobs`` with each prompt run once for all the rows that answer it (``clusters``, the
+    batch's ``prefix_clusters``).
 
     The replies of a GRPO group share their prompt, so a padded micro-batch of one group runs the prompt
     once per row. Here the prompt runs once, as one row, its KV cache is repeated for the group's rows, and
@@ -170,7 +177,7 @@ def shared_prefix_forward(
     rows: list[int] = []
     logprobs: list[torch.Tensor] = []
     entropies: list[torch.Tensor] = []
-    for cluster in prefix_clusters(batch):
+    for cluster in clusters:
         part = take_rows(batch, cluster.rows)
         if cluster.prefix == 0:
             lp_bT, ent_bT = forward_logprobs(model, part, temperature, entropy, chunk_tokens)
@@ -384,16 +391,20 @@ def micro_batch_loss(
     accelerator: Accelerator,
     counts: StepCounts,
     packed: bool = False,
+    clusters: Sequence[PrefixCluster] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """The micro-batch's share of the step's loss (scalar), its [B, T] entropies and its loss and
-    importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``)."""
+    importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``);
+    ``clusters``: they run each shared prompt once (``shared_prefix_forward``)."""
     import torch
 
-    share = {} if packed else {"share_prefix": cfg.optim.share_prefix}
-    forward = packed_forward_logprobs if packed else forward_logprobs
-    logprobs_BT, entropy_BT = forward(
-        model, mb, cfg.rollout.temperature, chunk_tokens=cfg.optim.logits_chunk_tokens, **share
-    )
+    def forward(of: Model, entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        temperature, chunk = cfg.rollout.temperature, cfg.optim.logits_chunk_tokens
+        if packed:
+            return packed_forward_logprobs(of, mb, temperature, entropy, chunk)
+        return forward_logprobs(of, mb, temperature, entropy, chunk, clusters)
+
+    logprobs_BT, entropy_BT = forward(model)
     assert entropy_BT is not None  # the forward computes entropies unless told not to
     old_logprobs_BT = logprobs_BT.detach()
     is_weights_BT, is_stats = None, dict[str, float]()
@@ -404,14 +415,7 @@ def micro_batch_loss(
     ref_logprobs_BT = None
     if ref_model is not None:
         with torch.no_grad(), accelerator.autocast():  # the policy's precision
-            ref_logprobs_BT, _ = forward(
-                ref_model,
-                mb,
-                cfg.rollout.temperature,
-                entropy=False,
-                chunk_tokens=cfg.optim.logits_chunk_tokens,
-                **share,
-            )
+            ref_logprobs_BT, _ = forward(ref_model, entropy=False)
     loss, stats = policy_loss(
         logprobs_BT,
         old_logprobs_BT,
@@ -474,16 +478,18 @@ def train_step(
     for i in range(counts.micro_batches):
         mb = micro_batch(batch, plan, i, accelerator.device)
         packed = plan.packed and i < len(plan.bounds)
-        loss, entropy_BT, stats = micro_batch_loss(model, ref_model, mb, cfg, accelerator, counts, packed)
+        # once per micro-batch (reading the rows to the host): the policy's and the reference's forwards share it
+        clusters = prefix_clusters(mb) if cfg.optim.share_prefix and not packed else None
+        loss, entropy_BT, stats = micro_batch_loss(
+            model, ref_model, mb, cfg, accelerator, counts, packed, clusters
+        )
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
         # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
         last = i == counts.micro_batches - 1
         with weights_lock if last and deepspeed and weights_lock is not None else contextlib.nullcontext():
             backward(accelerator, loss * accelerator.num_processes, last_micro_batch=last)
         _accumulate(sums, weights, mb, loss, entropy_BT, stats)
-        calls, positions = (
-            (1, int(mb.attention_mask_BT.sum())) if packed else forward_cost(mb, cfg.optim.share_prefix)
-        )
+        calls, positions = (1, int(mb.attention_mask_BT.sum())) if packed else forward_cost(mb, clusters)
         sums["forward_calls"] += calls
         sums["padded_tokens"] += positions
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)

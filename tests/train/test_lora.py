@@ -285,21 +285,24 @@ def test_shared_prompts_through_the_adapter_and_with_it_off(tiny_model_dir: Path
     policy (logprobs and the adapter's gradients) and for its reference with the adapter off."""
     from tests.train.test_step import _two_groups_and_a_stray
     from train.batching import collate
-    from train.step import forward_logprobs
+    from train.step import forward_logprobs, prefix_clusters
 
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "loss.beta=0.1", "optim.learning_rate=0.05")
     _step(cfg, accelerator, policy)  # the adapter moves away from zero
     policy.model.train()
     batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
+    clusters = prefix_clusters(batch)
     mask = batch.loss_mask_BT.bool()
     results = []
     for share in (False, True):
         policy.model.zero_grad()
-        lp, _ = forward_logprobs(policy.model, batch, 0.7, share_prefix=share)
+        lp, _ = forward_logprobs(policy.model, batch, 0.7, clusters=clusters if share else None)
         (lp * batch.loss_mask_BT).sum().backward()
         grads = [p.grad.clone() for p in policy.model.parameters() if p.requires_grad and p.grad is not None]
         with torch.no_grad():
-            ref, _ = forward_logprobs(policy.ref_model, batch, 0.7, entropy=False, share_prefix=share)
+            ref, _ = forward_logprobs(
+                policy.ref_model, batch, 0.7, entropy=False, clusters=clusters if share else None
+            )
         results.append((lp.detach()[mask], grads, ref[mask]))
     (lp, grads, ref), (shared_lp, shared_grads, shared_ref) = results
     assert torch.allclose(shared_lp, lp, atol=1e-5) and torch.allclose(shared_ref, ref, atol=1e-5)

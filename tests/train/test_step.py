@@ -151,11 +151,11 @@ def test_prefix_clusters_group_the_rows_by_their_prompt() -> None:
         PrefixCluster([4, 6], 0, 11),
     ]
     # two calls per shared prompt and one for the rest; positions: 5 + 3 x 6, 3 + 3 x 6, 2 x 11
-    assert forward_cost(batch, share_prefix=True) == (5, 23 + 21 + 22)
-    assert forward_cost(batch, share_prefix=False) == (1, 88)
+    assert forward_cost(batch, prefix_clusters(batch)) == (5, 23 + 21 + 22)
+    assert forward_cost(batch, None) == (1, 88)
     alone = collate(_two_groups_and_a_stray()[4:5], [1.0], [False], pad_token_id=0)
     assert prefix_clusters(alone) == [PrefixCluster([0], 0, 4)]
-    assert forward_cost(alone, share_prefix=True) == (1, 4)
+    assert forward_cost(alone, prefix_clusters(alone)) == (1, 4)
 
 
 @pytest.mark.parametrize("chunk_tokens", [0, 5])
@@ -165,13 +165,16 @@ def test_shared_prefix_forward_gives_the_same_logprobs_and_gradients(
     """Each prompt run once for its replies: the logprobs, entropies and weight gradients of the forward
     that runs every row whole, in the rows' own order, with the head whole or in chunks."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    from train.step import prefix_clusters
+
     batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
+    clusters = prefix_clusters(batch)
     weights = torch.randn(batch.input_ids_BT.shape)
 
     def run(share: bool) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         model.zero_grad()
         logprobs, entropy = forward_logprobs(
-            model, batch, temperature=0.7, chunk_tokens=chunk_tokens, share_prefix=share
+            model, batch, temperature=0.7, chunk_tokens=chunk_tokens, clusters=clusters if share else None
         )
         assert entropy is not None
         (logprobs * batch.loss_mask_BT * weights).sum().backward()
@@ -190,5 +193,5 @@ def test_shared_prefix_forward_gives_the_same_logprobs_and_gradients(
         assert torch.allclose(grad, plain_grads[name], rtol=1e-4, atol=1e-5), name
     # the reference model of the KL term: no entropy, the same logprobs
     with torch.no_grad():
-        ref_lp, no_entropy = forward_logprobs(model, batch, 0.7, entropy=False, share_prefix=True)
+        ref_lp, no_entropy = forward_logprobs(model, batch, 0.7, entropy=False, clusters=clusters)
     assert no_entropy is None and torch.allclose(ref_lp[mask], plain_lp[mask], atol=1e-5)
