@@ -38,13 +38,19 @@ sys.path.insert(0, str(ROOT))
 PROMPT = [{"role": "user", "content": "You arrive at a car crash on a quiet road. What do you do first?"}]
 
 
+def _prompt_ids(model: Any, rows: int) -> Any:
+    """[rows, 48] random prompt tokens, the same on every call."""
+    import torch
+
+    return torch.randint(0, model.config.vocab_size, (rows, 48), generator=torch.Generator().manual_seed(0))
+
+
 def _decode_once(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> tuple[float, int]:
     import torch
 
     from envs.backends.decode import DecodeStats, Decoding, decode
 
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, model.config.vocab_size, (rows, 48), generator=gen)
+    ids = _prompt_ids(model, rows)
     how = Decoding(tokens, tokens, temperature=1.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
     stats = DecodeStats()
     started = time.perf_counter()
@@ -167,9 +173,7 @@ def compare_cache_growth(model: Any, args: argparse.Namespace, stop_id: int, pad
 
     from envs.backends.decode import Decoding, decode, packed_linears
 
-    ids = torch.randint(
-        0, model.config.vocab_size, (args.rows, 48), generator=torch.Generator().manual_seed(0)
-    )
+    ids = _prompt_ids(model, args.rows)
     how = Decoding(args.tokens, args.tokens, temperature=1.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
 
     def once() -> tuple[float, Any]:
@@ -199,7 +203,7 @@ def _greedy(model: Any, rows: int, tokens: int, stop_id: int, pad_id: int) -> An
 
     from envs.backends.decode import Decoding, decode
 
-    ids = torch.randint(0, model.config.vocab_size, (rows, 48), generator=torch.Generator().manual_seed(0))
+    ids = _prompt_ids(model, rows)
     how = Decoding(tokens, tokens, temperature=0.0, top_p=1.0, stop_ids=[stop_id], pad_id=pad_id)
     return decode(model, ids, torch.ones_like(ids), None, how)[0]
 
@@ -302,8 +306,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
-    parser_dtype = args.dtype if args.dtype != "auto" else resolve_inference_dtype("auto")
-    dtype = parser_dtype or "float32"  # "auto": what the trainer's local backend samples in here
+    # "auto": what the trainer's local backend samples in here (None: the float32 policy itself)
+    dtype = (resolve_inference_dtype("auto") if args.dtype == "auto" else args.dtype) or "float32"
     model = load_causal_lm(model_dir, dtype=getattr(torch, dtype), attn_implementation="sdpa").eval()
     eos = int(model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 2)
     result: dict[str, Any] = {
