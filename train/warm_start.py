@@ -215,7 +215,7 @@ def _accumulate(
     their assistant tokens (each micro-batch's sum divided by the step's token count). Returns the loss."""
     from train.batching import collate
     from train.distributed import backward
-    from train.step import forward_logprobs
+    from train.forward import forward_logprobs
 
     tokens = sum(sum(r["loss_mask"]) for r in rows)
     loss_sum = 0.0

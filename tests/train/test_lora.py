@@ -114,8 +114,8 @@ def test_the_reference_is_the_base_model_without_a_second_copy(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
     from train import policy as policy_module
+    from train.forward import forward_logprobs
     from train.lora import AdapterOff
-    from train.step import forward_logprobs
 
     loads = []
     real = policy_module.load_causal_lm
@@ -285,7 +285,7 @@ def test_shared_prompts_through_the_adapter_and_with_it_off(tiny_model_dir: Path
     policy (logprobs and the adapter's gradients) and for its reference with the adapter off."""
     from tests.train.test_step import _two_groups_and_a_stray
     from train.batching import collate
-    from train.step import forward_logprobs, prefix_clusters
+    from train.forward import forward_logprobs, prefix_clusters
 
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "loss.beta=0.1", "optim.learning_rate=0.05")
     _step(cfg, accelerator, policy)  # the adapter moves away from zero

@@ -17,13 +17,14 @@ from transformers import AutoModelForCausalLM
 from tests.train.runs import run_config
 from train.batching import collate
 from train.config_files import ConfigError, load_config
+from train.forward import forward_logprobs, packed_forward_logprobs
 from train.micro_batches import (
     loaded_attn_implementation,
     packed_inputs,
     packs_sequences,
     plan_micro_batches,
 )
-from train.step import forward_logprobs, packed_forward_logprobs, train_step
+from train.step import train_step
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs/train/tiny_test.yaml"
