@@ -52,6 +52,7 @@ def make_env(
             max_total_tokens=cfg.max_total_tokens,
             show_reference=cfg.show_reference,
             judge_client=client,
+            clip_reward=cfg.clip_reward,
         )
         return env, [Example(criteria=e) for e in train_set], [Example(criteria=e) for e in held_set]
     if cfg.type == "single_turn":

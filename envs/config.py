@@ -44,6 +44,11 @@ class EnvConfig(Section):
     grader: Literal["per_criterion", "one_shot", "holistic"] = "per_criterion"
     """The LLM autograder of the criteria without a rule (``criteria``): one call per criterion, one call
     for all of a reply's criteria, or one 0-100 score for the whole rubric."""
+    clip_reward: bool = True
+    """The reward of a criteria rollout (``criteria``): the seed formula's score, clipped to [0, 1] per rollout
+    (``true``), or HealthBench's per-example score, the points met over the positive points, unclipped, so
+    that a reply whose pitfalls outweigh what it earned scores below 0 (``false``). Rubrics without positive
+    points keep the all-negative rule either way (``docs/criteria_data.md``, Which score is used where)."""
     show_reference: bool = True
     """Show an example's reference answer to the LLM judge (``criteria``); never to the policy."""
     judge_concurrency: int = Field(32, ge=1)
@@ -103,6 +108,10 @@ class EnvConfig(Section):
                 raise ValueError(
                     "env.judge_base_url: a criteria LLM judge needs both judge_base_url and judge_model"
                 )
+        elif not self.clip_reward:
+            raise ValueError(
+                f"env.clip_reward: only a criteria environment's reward can be unclipped, not {self.type}'s"
+            )
         if self.type == "single_turn":
             if not self.data:
                 raise ValueError("env.data: a single_turn environment needs a JSONL of prompts")

@@ -2,7 +2,8 @@
 RLCF's checklists; ``rubrics.criteria_examples.CriteriaExample``).
 
 The reward is the autograder's score (``rubrics.autograders.scoring``: normalised by the positive weights and
-clipped to [0, 1] per rollout, the all-negative rule, or the holistic score); criteria that carry a rule are
+clipped to [0, 1] per rollout, the all-negative rule, or the holistic score), or with ``clip_reward=False``
+HealthBench's unclipped per-example score (the points met over the positive points); criteria that carry a rule are
 judged offline by it, the others by the LLM autograder (``RuleFirstGrader``). Every rollout keeps its verdicts
 in ``state["criteria"]`` (``rubrics.types.CriteriaVerdicts``, written to ``rollouts.jsonl``): the example id,
 the score, the raw points, the positive points, the example's tags and one verdict per criterion (name,
@@ -48,6 +49,7 @@ class CriteriaEnv(SingleTurnEnv):
         max_total_tokens: int = 1024,
         show_reference: bool = True,
         judge_client: Any = None,
+        clip_reward: bool = True,
     ) -> None:
         self.examples: dict[str, CriteriaExample] = {}
         """Every example the environment may be asked to play, by id."""
@@ -62,6 +64,8 @@ class CriteriaEnv(SingleTurnEnv):
         self.judge_client = judge_client
         """The LLM judge's client (None when every criterion carries a rule): its counters are logged."""
         self._judge_seen: dict[str, float] = {}
+        self.clip_reward = clip_reward
+        """The reward is the autograder's score, clipped to [0, 1] (True), or the unclipped per-example score."""
         super().__init__(
             [Example(criteria=e) for e in self.examples.values()],
             self._rubric(),
@@ -93,18 +97,21 @@ class CriteriaEnv(SingleTurnEnv):
         example = self.example_of(state)
         reference = example.reference_answer if self.show_reference else None
         report = await self.grader.grade(example.criteria, text, query=example.query, reference=reference)
+        possible = math.fsum(max(0.0, c.weight) for c in example.criteria)
         state["criteria"] = CriteriaVerdicts(
             example=example.id,
             score=report.score,
             raw_score=report.raw_score,
-            possible=math.fsum(max(0.0, c.weight) for c in example.criteria),
+            possible=possible,
             example_tags=list(example.tags),
             verdicts=[
                 CriterionVerdict(r.name, r.weight, list(r.tags), r.verdict == "MET", r.judged_by)
                 for r in report.report or []
             ],
         )
-        return RewardWithMetrics(report.score)
+        if self.clip_reward or possible <= 0:  # no positive points: the all-negative rule's score
+            return RewardWithMetrics(report.score)
+        return RewardWithMetrics(report.raw_score / possible)
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
@@ -128,8 +135,15 @@ class CriteriaEnv(SingleTurnEnv):
     def report_sections(self, evaluations: Mapping[str, Sequence[ScoredRollout]]) -> list[str]:
         """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria_scores``): the
         mean of the unclipped example scores, clipped to [0, 1], with its bootstrap std and the 95% interval
-        clustered by example, and the share of each tag's criteria passed."""
-        lines = []
+        clustered by example, and the share of each tag's criteria passed; first, which reward the held-out
+        means above them are (``clip_reward``)."""
+        reward = (
+            "the autograder's score, clipped to [0, 1] per reply (`env.clip_reward: true`)"
+            if self.clip_reward
+            else "HealthBench's per-example score, unclipped, below 0 where pitfalls outweigh what was earned "
+            "(`env.clip_reward: false`)"
+        )
+        lines = [f"The held-out rewards above are {reward}.", ""]
         for model, rollouts in evaluations.items():
             scores = tag_scores(_graded(rollouts))
             if scores:

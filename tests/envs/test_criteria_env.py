@@ -85,6 +85,40 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
     assert metrics["tag/axis:accuracy/pass_rate"] == 0.5
 
 
+async def test_an_unclipped_reward_counts_a_pitfall_against_a_reply_that_earned_nothing(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    replies = [
+        "Hold it under cool water for twenty minutes, then see a doctor.",  # 6 of 6 -> 1.0
+        "Put butter on it and run it under running water.",  # 4 - 3 = 1 of 6 -> 0.1667
+        "Put some ice on it.",  # -3 of 6 -> -0.5, where the clipped reward is 0.0
+        "Nothing to say.",  # 0 of 6 -> 0.0
+    ]
+    env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer, clip_reward=False)
+    states = []
+    for _ in replies:
+        states += await env.run_group(
+            Example(criteria=BURN), CyclingBackend(tokenizer, replies[len(states) :]), 1
+        )
+    assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, -0.5, 0.0]
+    assert states[2]["criteria"].score == 0.0  # the verdicts keep the autograder's clipped score
+    # an example without positive points keeps the all-negative rule: 1 + (-3)/3 = 0 for the pitfall
+    only_pitfall = BURN.model_copy(update={"id": "burn-2", "criteria": BURN.criteria[2:]})
+    env = CriteriaEnv([only_pitfall], RuleFirstGrader(), tokenizer, clip_reward=False)
+    (state,) = await env.run_group(Example(criteria=only_pitfall), CyclingBackend(tokenizer, ["Ice."]), 1)
+    assert state["reward"] == 0.0
+    assert "unclipped" in env.report_sections({})[0]
+    assert "clipped to [0, 1]" in CriteriaEnv([BURN], RuleFirstGrader(), tokenizer).report_sections({})[0]
+    # the option is read through the config, and refused where there is no criteria reward to unclip
+    data = tmp_path / "d.jsonl"
+    data.write_text(BURN.model_dump_json() + "\n")
+    cfg = EnvConfig(type="criteria", data=str(data), format="native", eval_fraction=0.0, clip_reward=False)
+    built, _, _ = make_env(cfg, tokenizer, SamplingParams())
+    assert isinstance(built, CriteriaEnv) and not built.clip_reward
+    with pytest.raises(ValueError, match="env.clip_reward: only a criteria environment"):
+        EnvConfig(clip_reward=False)
+
+
 async def test_probe_scores_the_trivial_policies_as_the_model_is_scored(tokenizer: Any) -> None:
     env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
     rows = {r.policy: r for r in await env.probe([], [Example(criteria=BURN)])}
