@@ -5,8 +5,8 @@ wordings; configs/data/first_aid_criteria_heldout.jsonl, 8 conditions no trainin
 Each prompt has a key action (+4) and a second action (+2) of its condition, two generic criteria shared by
 every prompt so that learning can carry to new conditions (get medical help +2; stay with and watch the
 person +1), the condition's dangerous advice (-4), and three pitfalls against degenerate text on every
-prompt: a loop (the same six words twice, -6), keyword stuffing (six short comma-separated fragments in a
-row, -8) and padding (over 1,200 characters, -4). Phrases match as the multi-step rules do
+prompt: a loop (the same six words twice, or four words three times, as in short list items looped, -6),
+keyword stuffing (six short comma-separated fragments in a row, -8) and padding (over 1,200 characters, -4). Phrases match as the multi-step rules do
 (rubrics/multistep/judging.py: whole words, inflections, negation-aware), so "do not put ice" does not say
 "put ice".
 
@@ -71,9 +71,11 @@ CARE = {
 LOOP = {
     "name": "no_loops",
     "weight": -6,
-    "requirement": "Repeats the same run of six or more words (a loop)",
+    "requirement": "Repeats the same run of six or more words, or of four words three times (a loop)",
     "tags": ["axis:health"],
-    "rule": {"regex": r"\b(\w+(?:\W+\w+){5})\b[\s\S]{0,1500}?\b\1\b"},
+    "rule": {
+        "regex": r"\b(\w+(?:\W+\w+){5})\b[\s\S]{0,1500}?\b\1\b|\b(\w+(?:\W+\w+){3})\b(?:[\s\S]{0,600}?\b\2\b){2}"
+    },
 }
 STUFF = {
     "name": "no_keyword_stuffing",
@@ -605,11 +607,25 @@ def rows(spec: dict, prefix: str) -> list[dict]:
     return out
 
 
+def files() -> dict[Path, list[dict]]:
+    """Each file this script writes, with its examples."""
+    return {
+        ROOT / "configs" / "data" / f"first_aid_criteria_{name}.jsonl": rows(spec, prefix)
+        for name, spec, prefix in (
+            ("train", TRAIN_CONDITIONS, "train"),
+            ("heldout", HELDOUT_CONDITIONS, "held"),
+        )
+    }
+
+
+def jsonl(examples: list[dict]) -> str:
+    """One example a line."""
+    return "".join(json.dumps(r) + "\n" for r in examples)
+
+
 def main() -> None:
-    for name, spec, prefix in (("train", TRAIN_CONDITIONS, "train"), ("heldout", HELDOUT_CONDITIONS, "held")):
-        out = ROOT / "configs" / "data" / f"first_aid_criteria_{name}.jsonl"
-        examples = rows(spec, prefix)
-        out.write_text("".join(json.dumps(r) + "\n" for r in examples), encoding="utf-8")
+    for out, examples in files().items():
+        out.write_text(jsonl(examples), encoding="utf-8")
         print(f"{out.relative_to(ROOT)}: {len(examples)} prompts")
 
 
