@@ -6,8 +6,8 @@ untrained model, on the same prompts, reward and training wall time, in one run.
 
 The task is ``configs/train/criteria_cpu.yaml``: first-aid questions, each graded against its own
 rule-judged criteria (``envs.criteria_env``); the held-out prompts are conditions no training prompt has.
-Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply, with the same
-system prompt. Ours runs ``python -m train`` on the config (``--steps`` steps, a held-out evaluation every
+Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply, clipped or not
+as the config's ``env.clip_reward`` says (``envs.criteria_env.criteria_reward``), with the same system prompt. Ours runs ``python -m train`` on the config (``--steps`` steps, a held-out evaluation every
 ``--eval-every``); then TRL trains until it has spent the same training wall time (``--budget-s`` overrides
 it), evaluating every ``--eval-every`` steps. Matching settings: ``dapo`` loss, ``beta`` 0, one update per
 batch, clipping 0.2 / 0.28, group-std scaled advantages, the config's learning rate, prompts per step, group
@@ -67,12 +67,15 @@ def _task(spec: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
     return cfg, train, held
 
 
-def _grade(held_or_train: dict[str, Any], example_id: str, text: str) -> float:
-    """Our environment's reward for ``text`` as the reply to ``example_id``."""
+def _grade(held_or_train: dict[str, Any], example_id: str, text: str, clip: bool) -> float:
+    """Our environment's reward for ``text`` as the reply to ``example_id`` (``env.clip_reward``: ``clip``)."""
+    from envs.criteria_env import criteria_reward
     from rubrics.autograders.mixed import RuleFirstGrader
 
     example = held_or_train[example_id]
-    return asyncio.run(RuleFirstGrader().grade(example.criteria, text, query=example.query)).score
+    report = asyncio.run(RuleFirstGrader().grade(example.criteria, text, query=example.query))
+    possible = math.fsum(max(0.0, c.weight) for c in example.criteria)
+    return criteria_reward(report.score, report.raw_score, possible, clip)
 
 
 def _summary(per_prompt: dict[str, list[float]]) -> dict[str, float]:
@@ -166,7 +169,10 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     bf16 = cpu_has_native_bf16()
 
     def reward(prompts: list[Any], completions: list[Any], example_id: list[str], **kw: Any) -> list[float]:
-        return [_grade(examples, k, c[-1]["content"]) for c, k in zip(completions, example_id, strict=True)]
+        return [
+            _grade(examples, k, c[-1]["content"], cfg.env.clip_reward)
+            for c, k in zip(completions, example_id, strict=True)
+        ]
 
     def evaluate() -> dict[str, list[float]]:
         torch.manual_seed(cfg.seed + 424_242)  # the same sampling noise every time
@@ -182,7 +188,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
                     pad_token_id=tokenizer.pad_token_id,
                 )  # fmt: skip
                 texts = tokenizer.batch_decode(out[:, ids.shape[1] :], skip_special_tokens=True)
-                scores[e.id] = [_grade(examples, e.id, t) for t in texts]
+                scores[e.id] = [_grade(examples, e.id, t, cfg.env.clip_reward) for t in texts]
         model.train()
         return scores
 

@@ -109,9 +109,7 @@ class CriteriaEnv(SingleTurnEnv):
                 for r in report.report or []
             ],
         )
-        if self.clip_reward or possible <= 0:  # no positive points: the all-negative rule's score
-            return RewardWithMetrics(report.score)
-        return RewardWithMetrics(report.raw_score / possible)
+        return RewardWithMetrics(criteria_reward(report.score, report.raw_score, possible, self.clip_reward))
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
@@ -166,6 +164,13 @@ class CriteriaEnv(SingleTurnEnv):
             out.update(self.judge_client.stats.since(self._judge_seen))
             self._judge_seen = self.judge_client.stats.snapshot()
         return out
+
+
+def criteria_reward(score: float, raw_score: float, possible: float, clip: bool) -> float:
+    """A reply's reward from its grading: the autograder's ``score`` (clipped to [0, 1]) when ``clip``, else
+    HealthBench's per-example score, ``raw_score / possible``, unclipped. Without positive points
+    (``possible`` 0) it is ``score`` either way: the all-negative rule's."""
+    return score if clip or possible <= 0 else raw_score / possible
 
 
 def _graded(rollouts: Sequence[ScoredRollout]) -> list[CriteriaVerdicts]:

@@ -4,6 +4,7 @@ would try and what the held-out repetition metric counts."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import statistics
 import time
@@ -98,3 +99,25 @@ def test_the_loop_rule_is_fast_on_texts_that_make_it_work_hardest(examples: list
         start = time.perf_counter()
         loop.rule_verdict(text)
         assert time.perf_counter() - start < 0.1, text[:40]
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_the_trl_benchmark_rewards_a_reply_as_our_environment_does(clip: bool, tiny_model_dir: Path) -> None:
+    """benchmarks/criteria_vs_trl.py gives TRL's arm our reward, clipped or not as the config says."""
+    from transformers import AutoTokenizer
+
+    from benchmarks.criteria_vs_trl import _grade
+    from envs.criteria_env import CriteriaEnv
+    from rubrics.autograders.mixed import RuleFirstGrader
+
+    heldout = script().files()[ROOT / "configs/data/first_aid_criteria_heldout.jsonl"]
+    example = CriteriaExample.model_validate(heldout[0])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    env = CriteriaEnv([example], RuleFirstGrader(), tokenizer, clip_reward=clip)
+
+    def ours(text: str) -> float:
+        return asyncio.run(env.grade({"info": {"scenario": example.id}}, text)).value
+
+    for text in (LIST_LOOP, PLAIN, ""):
+        assert _grade({example.id: example}, example.id, text, clip) == ours(text)
+    assert ours(LIST_LOOP) == (0.0 if clip else (3 - 6) / 9)  # help 2 + stay 1 - loop 6, of 9 positive
