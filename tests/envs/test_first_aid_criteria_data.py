@@ -88,6 +88,31 @@ def test_a_loop_is_what_the_repetition_metric_counts(examples: list[CriteriaExam
     assert reward(example, LIST_LOOP) == 0.0 and reward(example, PLAIN) > 0.5
 
 
+GOOD = {
+    "held-electric-0": "Don't go near him until you turn off the power at the switch or unplug it. Then check his "
+    "breathing; if he isn't breathing, call 911 and start CPR. Look for burns, and stay with him until help comes.",
+    "held-hypothermia-0": "Get him indoors, take off wet clothes and wrap him in dry blankets. Warm him gradually, "
+    "and give him a warm drink if he can swallow. Call 911, since confusion is serious, and stay with him.",
+    "held-dogbite-0": "Wash the bite with soap and running water for a few minutes, then press a clean dressing "
+    "on it to stop the bleeding. See a doctor today, because dog bites often get infected. Keep him calm.",
+    "held-asthma-0": "Help him sit upright and give him his blue reliever inhaler, one puff at a time. Stay with "
+    "him and keep him calm. If he isn't better after ten puffs, call 911.",
+}
+"""Plain answers in everyday wording, written by hand rather than from the rules' phrases."""
+
+
+def test_good_answers_score_high_and_make_no_pitfall(examples: list[CriteriaExample]) -> None:
+    index = {e.id: e for e in examples}
+    for key, text in GOOD.items():
+        assert reward(index[key], text) >= 0.7, (key, met(index[key], text))
+        assert not met(index[key], text) & {
+            "dangerous_advice",
+            "no_loops",
+            "no_keyword_stuffing",
+            "no_padding",
+        }
+
+
 def test_the_loop_rule_is_fast_on_texts_that_make_it_work_hardest(examples: list[CriteriaExample]) -> None:
     (loop,) = [c for c in examples[0].criteria if c.name == "no_loops"]
     texts = [
