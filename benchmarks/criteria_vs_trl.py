@@ -6,13 +6,15 @@ untrained model, on the same prompts, reward and training wall time, in one run.
 
 The task is ``configs/train/criteria_cpu.yaml``: first-aid questions, each graded against its own
 rule-judged criteria (``envs.criteria_env``); the held-out prompts are conditions no training prompt has.
-Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply, clipped or not
-as the config's ``env.clip_reward`` says (``envs.criteria_env.criteria_reward``), with the same system prompt. Ours runs ``python -m train`` on the config (``--steps`` steps, a held-out evaluation every
-``--eval-every``); then TRL trains until it has spent the same training wall time (``--budget-s`` overrides
-it), evaluating every ``--eval-every`` steps. Matching settings: ``dapo`` loss, ``beta`` 0, one update per
-batch, clipping 0.2 / 0.28, group-std scaled advantages, the config's learning rate, prompts per step, group
-size, reply length and temperature, constant learning rate, AdamW betas (0.9, 0.99), gradient clipping 1.0,
-bf16 autocast where the CPU computes bf16 natively (as ``mixed_precision: auto`` does for ours).
+Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply, clipped or not as
+the config's ``env.clip_reward`` says (``envs.criteria_env.criteria_reward``), with the same system prompt.
+Ours runs ``python -m train`` on the config (``--steps`` steps, a held-out evaluation every ``--eval-every``);
+then TRL trains until it has spent the same training wall time (``--budget-s`` overrides it), evaluating every
+``--eval-every`` steps. Matching settings: ``dapo`` loss, the config's ``loss.beta`` (k3 KL to the untrained
+model), one update per batch, clipping 0.2 / 0.28, group-std scaled advantages, the config's learning rate,
+prompts per step, group size, reply length and temperature, constant learning rate, AdamW betas (0.9, 0.99),
+gradient clipping 1.0, bf16 autocast where the CPU computes bf16 natively (as ``mixed_precision: auto`` does
+for ours).
 Where they still differ: ours samples from a bf16 copy of the policy refreshed after every step (TRL from
 the float32 policy under autocast), corrects for it by truncated importance sampling
 (``loss.importance_sampling``; TRL has none with transformers generation) and drops groups whose rewards
@@ -196,7 +198,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
         output_dir=str(Path(spec["work"]) / "trl"), use_cpu=True, bf16=bf16, seed=cfg.seed,
         max_steps=10_000, per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
         num_generations=cfg.rollout.group_size, max_completion_length=cfg.rollout.max_tokens,
-        temperature=cfg.rollout.temperature, top_p=1.0, top_k=0, loss_type="dapo", beta=0.0,
+        temperature=cfg.rollout.temperature, top_p=1.0, top_k=0, loss_type="dapo", beta=cfg.loss.beta,
         num_iterations=1, epsilon=cfg.loss.epsilon, epsilon_high=cfg.loss.epsilon_high,
         scale_rewards="group", learning_rate=cfg.optim.learning_rate, lr_scheduler_type="constant",
         warmup_steps=0, adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
