@@ -48,7 +48,7 @@ class EnvConfig(Section):
     """The reward of a criteria rollout (``criteria``): the seed formula's score, clipped to [0, 1] per rollout
     (``true``), or HealthBench's per-example score, the points met over the positive points, unclipped, so
     that a reply whose pitfalls outweigh what it earned scores below 0 (``false``). Rubrics without positive
-    points keep the all-negative rule either way (``docs/criteria_data.md``, Which score is used where)."""
+    points keep the all-negative rule either way (``docs/criteria_data.md``, Scores)."""
     show_reference: bool = True
     """Show an example's reference answer to the LLM judge (``criteria``); never to the policy."""
     judge_concurrency: int = Field(32, ge=1)

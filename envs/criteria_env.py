@@ -3,11 +3,11 @@ RLCF's checklists; ``rubrics.criteria_examples.CriteriaExample``).
 
 The reward is the autograder's score (``rubrics.autograders.scoring``: normalised by the positive weights and
 clipped to [0, 1] per rollout, the all-negative rule, or the holistic score), or with ``clip_reward=False``
-HealthBench's unclipped per-example score (the points met over the positive points); criteria that carry a rule are
-judged offline by it, the others by the LLM autograder (``RuleFirstGrader``). Every rollout keeps its verdicts
-in ``state["criteria"]`` (``rubrics.types.CriteriaVerdicts``, written to ``rollouts.jsonl``): the example id,
-the score, the raw points, the positive points, the example's tags and one verdict per criterion (name,
-weight, tags, met, judged_by).
+HealthBench's unclipped per-example score (the points met over the positive points, ``criteria_reward``);
+criteria that carry a rule are judged offline by it, the others by the LLM autograder (``RuleFirstGrader``).
+Every rollout keeps its verdicts in ``state["criteria"]`` (``rubrics.types.CriteriaVerdicts``, written to
+``rollouts.jsonl``): the example id, the autograder's score, the raw points, the positive points, the example's
+tags and one verdict per criterion (name, weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
 ``rubrics.criteria_scores.step_tag_metrics``).
 """

@@ -264,7 +264,8 @@ class CriteriaVerdicts:
     example: str
     """The example's id."""
     score: float
-    """The reward: the autograder's score, clipped to [0, 1]."""
+    """The autograder's score, clipped to [0, 1]: the reward unless the environment's reward is unclipped
+    (``env.clip_reward: false``: then ``raw_score / possible``)."""
     raw_score: float
     """Points of the criteria met (pitfalls count negative)."""
     possible: float
