@@ -115,7 +115,7 @@ async def test_an_unclipped_reward_counts_a_pitfall_against_a_reply_that_earned_
     cfg = EnvConfig(type="criteria", data=str(data), format="native", eval_fraction=0.0, clip_reward=False)
     built, _, _ = make_env(cfg, tokenizer, SamplingParams())
     assert isinstance(built, CriteriaEnv) and not built.clip_reward
-    with pytest.raises(ValueError, match="env.clip_reward: only a criteria environment"):
+    with pytest.raises(ValueError, match=r"env\.clip_reward: only a criteria environment"):
         EnvConfig(clip_reward=False)
 
 
