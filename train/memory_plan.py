@@ -187,13 +187,39 @@ def _adapter_parameters(cfg: TrainConfig, s: ModelShapes) -> int:
     return sum(lora.r * (n_in + n_out) for name, n_in, n_out in s.linear if name in names)
 
 
+def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> int:
+    """Bytes a LoRA adapter adds to one decoder layer's saved activations per token. peft casts each targeted
+    linear's input to the adapter's float32: under autocast, the adapter's matmul keeps a half-precision copy
+    of it (2 bytes an input element); without autocast, a base in half precision keeps the float32 copy (4),
+    and a float32 base keeps nothing new unless dropout makes one (4). Dropout adds its mask (1), and the
+    adapter's down-projection its ``r`` outputs for the up-projection's backward."""
+    lora = cfg.model.lora
+    if lora is None:
+        return 0
+    names = set(lora.target_modules or [name for name, _, _ in s.linear])
+    inputs = sum(n_in for name, n_in, _ in s.linear if name in names)
+    targets = sum(1 for name, _, _ in s.linear if name in names)
+    autocast = setup.mixed_precision in ("bf16", "fp16")
+    if autocast:
+        copy = 2
+    elif DTYPE_BYTES[cfg.model.dtype] < 4 or lora.dropout > 0:
+        copy = 4
+    else:
+        copy = 0
+    mask = 1 if lora.dropout > 0 else 0
+    return (
+        inputs * (copy + mask) + targets * lora.r * (2 if autocast else 4)
+    ) // s.layers  # s.linear: all layers
+
+
 def _activation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
     """The training step's activations and logits of the largest micro-batch."""
     weight = DTYPE_BYTES[cfg.model.dtype]
     autocast = setup.mixed_precision in ("bf16", "fp16") and weight > 2
     act = 2 if autocast else weight
     tokens = cfg.optim.micro_batch_size * cfg.env.max_total_tokens
-    layer = _layer_bytes_per_token(s, act, weight, autocast) * tokens
+    per_token = _layer_bytes_per_token(s, act, weight, autocast) + _adapter_bytes_per_token(cfg, s, setup)
+    layer = per_token * tokens
     if cfg.model.attn_implementation == "eager":  # its float32 softmax and the probabilities, [B, h, T, T]
         layer += tokens * s.heads * cfg.env.max_total_tokens * (4 + act)
     if cfg.model.gradient_checkpointing:  # each layer's input, and one layer recomputed, in its backward

@@ -95,6 +95,27 @@ def test_full_weight_rows_by_hand(small_config: Path) -> None:
     assert rows["KV cache"] == 8 * 64 * 2 * 2 * 2 * 16 * 4
 
 
+def test_an_adapter_adds_the_input_copies_peft_casts_by_hand(small_config: Path) -> None:
+    """Per token and layer, the targeted projections' inputs: q, k, v, gate and up read 64 elements, o 64,
+    down 128, so 512 elements; and 7 adapters of r 4."""
+    shapes, base = read_shapes(small_config), ("optim.micro_batch_size=2", "model.lora={r: 4}")
+    bf16 = Setup(device="cpu", device_bytes=None, mixed_precision="bf16")
+
+    def activations(setup: Setup, *overrides: str) -> int:
+        return {r.name: r.bytes for r in estimate(_cfg(*base, *overrides), shapes, setup).rows}["activations"]
+
+    full = {r.name: r.bytes for r in estimate(_cfg(base[0]), shapes, CPU).rows}["activations"]
+    # float32 base, no autocast, no dropout: only the adapters' r outputs, 7 * 4 * 4 bytes
+    assert activations(CPU) == full + 3 * 128 * (7 * 4 * 4)
+    # with dropout: a float32 copy (4) and its mask (1) of every input
+    assert activations(CPU, "model.lora={r: 4, dropout: 0.1}") == full + 3 * 128 * (512 * 5 + 7 * 4 * 4)
+    # a bfloat16 base without autocast keeps peft's float32 copy: 4 bytes an element, over its 2-byte layer
+    half = 3 * 128 * (1024 + 2 * 1024)  # norms keep float32 (1024); 1024 elements at 2 bytes
+    assert activations(CPU, "model.dtype=bfloat16") == half + 3 * 128 * (512 * 4 + 7 * 4 * 4)
+    # under autocast the adapter's matmul keeps a bfloat16 copy: 2 bytes an element, and r outputs in bf16
+    assert activations(bf16, "model.dtype=bfloat16") == half + 3 * 128 * (512 * 2 + 7 * 4 * 2)
+
+
 def test_zero_divides_what_it_shards(small_config: Path) -> None:
     shapes, cfg = read_shapes(small_config), _cfg()
     alone = {r.name: r.bytes for r in estimate(cfg, shapes, CPU).rows}
