@@ -1,8 +1,9 @@
 """The memory plan's estimate of a training step against the RSS the step adds, under settings side by side.
 
 A random 4-layer Qwen2 (width 256, MLP 1024, vocabulary 16384; the tiny model's tokenizer) is built in a
-temporary folder; each setting runs in its own process (peak RSS is per process): the policy loaded as the
-trainer loads it, then one ``train_step`` of 4 sequences of ``--tokens`` tokens in one micro-batch. The
+temporary folder; each setting runs in its own process (peak RSS is per process; glibc's mmap threshold is
+fixed there, ``FIXED_MMAP_THRESHOLD``): the policy loaded as the trainer loads it, then one ``train_step`` of
+4 sequences of ``--tokens`` tokens in one micro-batch. The
 measured figure is the peak RSS less the RSS before the step; the planned one is the plan's training-step
 part plus the AdamW moments (allocated at the first step). On a CUDA host the step runs on the GPU and the
 measured figure is ``torch.cuda.max_memory_allocated`` less the memory allocated before the step. Prints
@@ -34,6 +35,12 @@ DEFAULT_SETTINGS = (
     "model.dtype=bfloat16 model.lora={} model.gradient_checkpointing=true model.mixed_precision=bf16",
 )
 SEQUENCES = 4
+FIXED_MMAP_THRESHOLD = {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
+"""Each setting's process gets glibc's mmap threshold fixed at 128 KiB. By default glibc raises it each time a
+large block is freed (up to 32 MiB), and later tensors under it come from the heap, which keeps freed memory
+resident: the RSS then measured the allocator's retention too, and varied by up to a fifth of a step from run
+to run. With the threshold fixed, a tensor over 128 KiB is mapped and unmapped with its life, and the same
+setting measures the same bytes every run."""
 
 
 def build_model(out: Path) -> Path:
@@ -132,7 +139,7 @@ def main() -> None:
         folder, setting = args.child
         print(json.dumps(one_step(folder, setting.split(), args.tokens)))
         return
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **FIXED_MMAP_THRESHOLD}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_model(Path(tmp) / "model")
