@@ -76,8 +76,7 @@ def _grade(held_or_train: dict[str, Any], example_id: str, text: str, clip: bool
 
     example = held_or_train[example_id]
     report = asyncio.run(RuleFirstGrader().grade(example.criteria, text, query=example.query))
-    possible = math.fsum(max(0.0, c.weight) for c in example.criteria)
-    return criteria_reward(report.score, report.raw_score, possible, clip)
+    return criteria_reward(report.score, report.raw_score, example.positive_points, clip)
 
 
 def _summary(per_prompt: dict[str, list[float]]) -> dict[str, float]:

@@ -14,7 +14,6 @@ Step metrics add the share of criteria met, of pitfalls made, and per-tag scores
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,7 +96,7 @@ class CriteriaEnv(SingleTurnEnv):
         example = self.example_of(state)
         reference = example.reference_answer if self.show_reference else None
         report = await self.grader.grade(example.criteria, text, query=example.query, reference=reference)
-        possible = math.fsum(max(0.0, c.weight) for c in example.criteria)
+        possible = example.positive_points
         state["criteria"] = CriteriaVerdicts(
             example=example.id,
             score=report.score,

@@ -8,6 +8,7 @@ fields exactly as below; ``envs.criteria_data`` reads it and the HealthBench and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -63,6 +64,11 @@ class CriteriaExample(BaseModel):
     def query(self) -> str:
         """The last user message: what the judge is told the response answers."""
         return self.prompt if isinstance(self.prompt, str) else self.prompt[-1].content
+
+    @property
+    def positive_points(self) -> float:
+        """The sum of the positive weights: what a reply can earn (HealthBench's denominator)."""
+        return math.fsum(max(0.0, c.weight) for c in self.criteria)
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages."""
