@@ -179,12 +179,18 @@ def _layer_bytes_per_token(s: ModelShapes, act: int, residual: int, autocast: bo
     return norms + act * (attention + mlp + casts)
 
 
-def _adapter_parameters(cfg: TrainConfig, s: ModelShapes) -> int:
-    """Parameters of the LoRA adapter: ``r * (in + out)`` per targeted linear layer (default: all)."""
+def _adapted_linears(cfg: TrainConfig, s: ModelShapes) -> list[tuple[str, int, int]]:
+    """The linear layers of every decoder layer that the LoRA adapter targets (default: all)."""
     lora = cfg.model.lora
     assert lora is not None
     names = set(lora.target_modules or [name for name, _, _ in s.linear])
-    return sum(lora.r * (n_in + n_out) for name, n_in, n_out in s.linear if name in names)
+    return [linear for linear in s.linear if linear[0] in names]
+
+
+def _adapter_parameters(cfg: TrainConfig, s: ModelShapes) -> int:
+    """Parameters of the LoRA adapter: ``r * (in + out)`` per targeted linear layer."""
+    assert cfg.model.lora is not None
+    return sum(cfg.model.lora.r * (n_in + n_out) for _, n_in, n_out in _adapted_linears(cfg, s))
 
 
 def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> int:
@@ -196,9 +202,8 @@ def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> 
     lora = cfg.model.lora
     if lora is None:
         return 0
-    names = set(lora.target_modules or [name for name, _, _ in s.linear])
-    inputs = sum(n_in for name, n_in, _ in s.linear if name in names)
-    targets = sum(1 for name, _, _ in s.linear if name in names)
+    adapted = _adapted_linears(cfg, s)  # over all layers
+    inputs = sum(n_in for _, n_in, _ in adapted)
     autocast = setup.mixed_precision in ("bf16", "fp16")
     if autocast:
         copy = 2
@@ -207,9 +212,7 @@ def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> 
     else:
         copy = 0
     mask = 1 if lora.dropout > 0 else 0
-    return (
-        inputs * (copy + mask) + targets * lora.r * (2 if autocast else 4)
-    ) // s.layers  # s.linear: all layers
+    return (inputs * (copy + mask) + len(adapted) * lora.r * (2 if autocast else 4)) // s.layers
 
 
 def _activation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
