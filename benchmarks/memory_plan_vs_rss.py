@@ -3,11 +3,10 @@
 A random 4-layer Qwen2 (width 256, MLP 1024, vocabulary 16384; the tiny model's tokenizer) is built in a
 temporary folder; each setting runs in its own process (peak RSS is per process; glibc's mmap threshold is
 fixed there, ``FIXED_MMAP_THRESHOLD``): the policy loaded as the trainer loads it, then one ``train_step`` of
-4 sequences of ``--tokens`` tokens in one micro-batch. The
-measured figure is the peak RSS less the RSS before the step; the planned one is the plan's training-step
-part plus the AdamW moments (allocated at the first step). On a CUDA host the step runs on the GPU and the
-measured figure is ``torch.cuda.max_memory_allocated`` less the memory allocated before the step. Prints
-one JSON object.
+4 sequences of ``--tokens`` tokens in one micro-batch. The measured figure is the peak RSS less the RSS before
+the step; the planned one is the plan's training-step part plus the AdamW moments (allocated at the first
+step). On a CUDA host the step runs on the GPU and the measured figure is ``torch.cuda.max_memory_allocated``
+less the memory allocated before the step. Prints one JSON object.
 
     .venv/bin/python benchmarks/memory_plan_vs_rss.py
     .venv/bin/python benchmarks/memory_plan_vs_rss.py --settings "" "model.lora={}" --tokens 512

@@ -6,9 +6,9 @@ Each prompt has a key action (+4) and a second action (+2) of its condition, two
 every prompt so that learning can carry to new conditions (get medical help +2; stay with and watch the
 person +1), the condition's dangerous advice (-4), and three pitfalls against degenerate text on every
 prompt: a loop (the same six words twice, or four words three times, as in short list items looped, -6),
-keyword stuffing (six short comma-separated fragments in a row, -8) and padding (over 1,200 characters, -4). Phrases match as the multi-step rules do
-(rubrics/multistep/judging.py: whole words, inflections, negation-aware), so "do not put ice" does not say
-"put ice".
+keyword stuffing (six short comma-separated fragments in a row, -8) and padding (over 1,200 characters, -4).
+Phrases match as the multi-step rules do (rubrics/multistep/judging.py: whole words, inflections,
+negation-aware), so "do not put ice" does not say "put ice".
 
     .venv/bin/python scripts/make_first_aid_criteria.py
 """
