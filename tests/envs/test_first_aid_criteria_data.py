@@ -5,7 +5,6 @@ would try and what the held-out repetition metric counts."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -16,19 +15,14 @@ import pytest
 from envs.criteria_env import trivial_reply
 from rubrics.autograders.scoring import per_criterion_score
 from rubrics.criteria_examples import CriteriaExample
+from tests.support.scripts import load_script
 from train.rollout_metrics import diversity_metrics
 
 ROOT = Path(__file__).parents[2]
 
 
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "make_first_aid_criteria", ROOT / "scripts/make_first_aid_criteria.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("make_first_aid_criteria")
 
 
 @pytest.fixture(scope="module")

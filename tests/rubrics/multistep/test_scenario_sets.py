@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import re
@@ -15,6 +14,7 @@ import pytest
 
 from rubrics.judges.matching import phrase_pattern
 from rubrics.multistep import MultiStepRubric, Scenario, ground_truth_walk, load_rubric, load_scenarios
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 SPLITS = {"train": 40, "heldout": 12}  # split -> the fewest scenarios it may hold
@@ -23,11 +23,7 @@ NEVER_TRUE = {("bsi_ppe", 0.0): "no patient is safe to touch without gloves"}
 
 
 def composer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compose_scenarios", ROOT / "scripts/compose_scenarios.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compose_scenarios")
 
 
 @pytest.fixture(scope="module")

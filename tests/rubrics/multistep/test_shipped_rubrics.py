@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import yaml
 from rubrics.judges.matching import rule_matches
 from rubrics.multistep import MultiStepRubric, Scenario, ground_truth_walk, load_rubric, load_scenarios
 from rubrics.multistep.judging import rule_phrases
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ["first_responder", "incident_triage"]
@@ -110,10 +110,7 @@ MAX_REPLY_TOKENS = 110
 
 
 def _composed() -> list[tuple[str, dict[str, Any]]]:
-    spec = importlib.util.spec_from_file_location("compose_scenarios", ROOT / "scripts/compose_scenarios.py")
-    assert spec is not None and spec.loader is not None
-    compose = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compose)
+    compose = load_script("compose_scenarios")
     parts = compose.load_parts()
     return [(split, s) for split in compose.SPLITS for s in compose.compose(parts, split)]
 
