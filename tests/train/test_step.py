@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from train.batching import collate
-from train.forward import forward_logprobs
+from train.forward import PrefixCluster, forward_cost, forward_logprobs, prefix_clusters
 from train.loss import token_entropy, token_logprobs
 
 
@@ -141,8 +141,6 @@ def _two_groups_and_a_stray() -> list[dict[str, list]]:
 
 
 def test_prefix_clusters_group_the_rows_by_their_prompt() -> None:
-    from train.forward import PrefixCluster, forward_cost, prefix_clusters
-
     batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
     assert batch.input_ids_BT.shape == (8, 11)
     assert prefix_clusters(batch) == [
@@ -165,8 +163,6 @@ def test_shared_prefix_forward_gives_the_same_logprobs_and_gradients(
     """Each prompt run once for its replies: the logprobs, entropies and weight gradients of the forward
     that runs every row whole, in the rows' own order, with the head whole or in chunks."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    from train.forward import prefix_clusters
-
     batch = collate(_two_groups_and_a_stray(), [1.0] * 8, [False] * 8, pad_token_id=0)
     clusters = prefix_clusters(batch)
     weights = torch.randn(batch.input_ids_BT.shape)
