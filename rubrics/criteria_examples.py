@@ -8,11 +8,11 @@ fields exactly as below; ``envs.criteria_data`` reads it and the HealthBench and
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rubrics.autograders.scoring import positive_points
 from rubrics.criteria import ALL_ZERO, Criterion
 
 
@@ -68,7 +68,7 @@ class CriteriaExample(BaseModel):
     @property
     def positive_points(self) -> float:
         """The sum of the positive weights: what a reply can earn (HealthBench's denominator)."""
-        return math.fsum(max(0.0, c.weight) for c in self.criteria)
+        return positive_points([c.weight for c in self.criteria])
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages."""

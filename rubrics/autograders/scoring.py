@@ -29,6 +29,12 @@ def clamp(x: float, low: float = 0.0, high: float = 1.0) -> float:
     return min(high, max(low, x))
 
 
+def positive_points(weights: Sequence[float]) -> float:
+    """``sum(max(0, w_i))``: what a response can earn, the normalised score's denominator (HealthBench's
+    positive points)."""
+    return math.fsum(max(0.0, w) for w in weights)
+
+
 def per_criterion_score(
     weights: Sequence[float], met: Sequence[bool], normalize: bool = True
 ) -> tuple[float, float]:
@@ -38,7 +44,7 @@ def per_criterion_score(
     raw = math.fsum(w for w, m in zip(weights, met, strict=True) if m)
     if not normalize:
         return raw, raw
-    positive = math.fsum(max(0.0, w) for w in weights)
+    positive = positive_points(weights)
     if positive > 0:
         return clamp(raw / positive), raw
     magnitude = math.fsum(abs(w) for w in weights)
@@ -51,5 +57,5 @@ def holistic_score(
     weights: Sequence[float], llm_raw_score: float, normalize: bool = True
 ) -> tuple[float, float]:
     """``(score, raw_score)`` for a 0-100 holistic score."""
-    raw = llm_raw_score / 100.0 * math.fsum(max(0.0, w) for w in weights)
+    raw = llm_raw_score / 100.0 * positive_points(weights)
     return (clamp(llm_raw_score / 100.0), raw) if normalize else (raw, raw)
