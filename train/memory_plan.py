@@ -122,6 +122,11 @@ class Setup:
     inference_dtype: str | None = None
     """``rollout.inference_dtype`` resolved (None: the policy itself samples)."""
 
+    @property
+    def half_autocast(self) -> bool:
+        """Whether the step runs under bf16 or fp16 autocast."""
+        return self.mixed_precision in ("bf16", "fp16")
+
 
 @dataclass(frozen=True)
 class Row:
@@ -204,7 +209,7 @@ def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> 
         return 0
     adapted = _adapted_linears(cfg, s)  # over all layers
     inputs = sum(n_in for _, n_in, _ in adapted)
-    autocast = setup.mixed_precision in ("bf16", "fp16")
+    autocast = setup.half_autocast
     if autocast:
         copy = 2
     elif DTYPE_BYTES[cfg.model.dtype] < 4 or lora.dropout > 0:
@@ -218,7 +223,7 @@ def _adapter_bytes_per_token(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> 
 def _activation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
     """The training step's activations and logits of the largest micro-batch."""
     weight = DTYPE_BYTES[cfg.model.dtype]
-    autocast = setup.mixed_precision in ("bf16", "fp16") and weight > 2
+    autocast = setup.half_autocast and weight > 2  # a half-precision base is not cast
     act = 2 if autocast else weight
     tokens = cfg.optim.micro_batch_size * cfg.env.max_total_tokens
     per_token = _layer_bytes_per_token(s, act, weight, autocast) + _adapter_bytes_per_token(cfg, s, setup)
@@ -280,7 +285,7 @@ def estimate(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> MemoryPlan:
         _sampling_row(cfg, s, setup),
         Row("step", "gradients", trainable * state // shard_state, "of the trained parameters" + sharding),
     ]
-    autocast = setup.mixed_precision in ("bf16", "fp16") and weight > 2
+    autocast = setup.half_autocast and weight > 2  # a half-precision base is not cast
     cast = sum(n_in * n_out for _, n_in, n_out in s.linear) + s.head_parameters
     if cfg.model.gradient_checkpointing:  # only the recomputed layer's and the head's
         cast = cast // s.layers + s.head_parameters
