@@ -36,7 +36,8 @@ are listed too, with the machine's load average before and after each run. Peak 
 
 Prints one JSON object: per model ``ours_s_per_step``, ``trl_s_per_step``, ``speedup`` (TRL's seconds per
 step over ours; target >= 1.3), ``ours_last_reward`` / ``trl_last_reward`` (mean reward of the last quarter
-of the steps), first-step rewards, peak RSS, the time split of our step, the cores each trainer kept busy
+of the steps), first-step rewards, peak RSS, the time split of our step and of TRL's (its ``generate`` calls
+against the rest), the cores each trainer kept busy
 (CPU seconds over wall seconds), and completion tokens per second: ours in its generation phase, both over
 the whole step, and a standalone ``generate`` of the same rows in our sampling dtype (a third subprocess;
 ``standalone_over_ours_generation`` is the target's ratio, at most 1.2). The work of the training passes,
@@ -280,6 +281,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
             self.logs: list[dict[str, Any]] = []
             self.forwards: list[int] = []
             self.padded_tokens: list[int] = []
+            self.generate_s: list[float] = []
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.begin = time.perf_counter()
@@ -288,7 +290,8 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
             self.step_s.append(time.perf_counter() - self.begin)
             self.forwards.append(passes["forwards"])
             self.padded_tokens.append(passes["tokens"])
-            passes.update(forwards=0, tokens=0)
+            self.generate_s.append(passes["generate_s"])
+            passes.update(forwards=0, tokens=0, generate_s=0.0)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
             if logs and "reward" in logs:
@@ -313,24 +316,27 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens_mean": [log.get("completions/mean_length") for log in clock.logs],
         "forwards": clock.forwards,
         "padded_tokens": clock.padded_tokens,
+        "generate_s": clock.generate_s,
         "total_s_including_load": total,
         "busy_cores": cpu / total,
         "peak_rss_gib": peak_rss_gib(),
     }
 
 
-def _count_training_forwards(model: Any, clock: Any) -> dict[str, int]:
+def _count_training_forwards(model: Any, clock: Any) -> dict[str, Any]:
     """Count the model's forward calls outside ``generate`` (the loss's, and any old-logprobs or reference
     pass) and the token positions they run over; the step's callback reads and resets the counts."""
-    passes = {"forwards": 0, "tokens": 0, "generating": 0}
+    passes: dict[str, Any] = {"forwards": 0, "tokens": 0, "generating": 0, "generate_s": 0.0}
     generate = model.generate
 
     def counted_generate(*args: Any, **kwargs: Any) -> Any:
         passes["generating"] += 1
+        began = time.perf_counter()
         try:
             return generate(*args, **kwargs)
         finally:
             passes["generating"] -= 1
+            passes["generate_s"] += time.perf_counter() - began
 
     def before_forward(module: Any, args: Any, kwargs: Any) -> None:
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -399,6 +405,8 @@ def summarise(
         "trl_first_reward": _mean(trl["rewards"][:1]),
         "last_steps_averaged": last,
         "ours_step_split_s": split,
+        # TRL's step: its ``generate`` calls, and the rest (scoring, the training passes, the optimiser)
+        "trl_step_split_s": _trl_split(trl, steady),
         # CPU seconds over wall seconds of the whole training call (loading excluded): how many of the
         # machine's cores each trainer kept busy on average.
         "ours_busy_cores": round(ours["busy_cores"], 2),
@@ -428,6 +436,12 @@ def summarise(
         "ours_completion_tokens_mean": ours["completion_tokens_mean"][-1:],
         "trl_completion_tokens_mean": trl["completion_tokens_mean"][-1:],
     }
+
+
+def _trl_split(trl: dict[str, Any], steady: Any) -> dict[str, float]:
+    generate = statistics.median(steady(trl["generate_s"]))
+    rest = statistics.median(steady([s - g for s, g in zip(trl["step_s"], trl["generate_s"], strict=True)]))
+    return {"generate_s": round(generate, 3), "rest_s": round(rest, 3)}
 
 
 def another_arm(ours: dict[str, Any], trl: dict[str, Any], rows: int, last: int) -> dict[str, Any]:

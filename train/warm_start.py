@@ -159,6 +159,7 @@ def imitate(
     import torch
 
     from train.distributed import is_deepspeed
+    from train.policy import adamw
 
     if is_deepspeed(accelerator):
         raise RuntimeError(
@@ -168,7 +169,7 @@ def imitate(
         )
     rank, world = accelerator.process_index, accelerator.num_processes
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=(0.9, 0.99), weight_decay=0.0)
+    optimizer = adamw(params, cfg.learning_rate, (0.9, 0.99), 0.0)
     pad = tokenizer.pad_token_id or 0
     order, rng = list(range(len(sequences))), random.Random(seed)
     step, started, epoch_losses = 0, time.perf_counter(), []
