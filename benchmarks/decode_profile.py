@@ -4,7 +4,7 @@ would pick), timed, then profiled once with ``torch.profiler``; and, with ``--le
 completions from one chat prompt run as long through our sampler as through transformers' ``generate``.
 
     .venv/bin/python benchmarks/decode_profile.py [--model smollm2] [--rows 8] [--tokens 96] [--lengths 32] [--fused-projections]
-        [--second-thread] [--dtype float32] [--concatenated-cache]
+        [--second-thread] [--dtype float32] [--concatenated-cache] [--without-products]
 
 Every row is forced to ``--tokens`` tokens (``min_new_tokens``), so the work is fixed. Prints one JSON object:
 the best decode time of ``--repeats``, milliseconds per decode forward, linear-layer calls per forward, and the
@@ -15,7 +15,9 @@ one matrix product each (interleaved with the plain one), and the share of greed
 with ``--second-thread``, the decode on this thread, then on a second thread, then on this thread again;
 with ``--concatenated-cache``, the same sampled decode with the KV cache concatenated per token (transformers'
 ``DynamicLayer``) against written in place (``envs.backends.decode.keys_in_place``), interleaved, and
-whether their tokens and logprobs are equal. ``--dtype`` forces the sampling dtype (float32: the slow kind's).
+whether their tokens and logprobs are equal; with ``--without-products``, the same decode with every linear
+layer returning zeros instead of its product (interleaved with the real one): what a forward costs outside
+the products. ``--dtype`` forces the sampling dtype (float32: the slow kind's).
 """
 
 from __future__ import annotations
@@ -126,6 +128,55 @@ def fused_projections(model: Any) -> Iterator[None]:
     finally:
         for lin, forward in saved:
             lin.forward = forward
+
+
+@contextlib.contextmanager
+def without_products(model: Any) -> Iterator[None]:
+    """Within the block (inside ``packed_linears``) every linear layer returns zeros of its output's shape
+    instead of computing its product: a forward's cost outside the products (the other operators, the
+    modules' Python, the sampling)."""
+    import torch
+
+    def zeros(width: int) -> Any:
+        return lambda x: x.new_zeros(*x.shape[:-1], width)
+
+    saved = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            saved.append((module, module.__dict__.get("forward")))  # packed_linears' forward, or None
+            setattr(module, "forward", zeros(module.out_features))  # noqa: B010 (an instance attribute)
+    try:
+        yield
+    finally:
+        for module, forward in saved:
+            if forward is None:
+                del module.forward
+            else:
+                setattr(module, "forward", forward)  # noqa: B010
+
+
+def compare_without_products(
+    model: Any, args: argparse.Namespace, stop_id: int, pad_id: int
+) -> dict[str, Any]:
+    """The decode as it runs and ``without_products``, interleaved, best of ``args.repeats`` each."""
+    import torch
+
+    from envs.backends.decode import packed_linears
+
+    times: dict[str, list[float]] = {"with_products_s": [], "without_products_s": []}
+    with torch.inference_mode(), packed_linears(model):
+        _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
+        for _ in range(args.repeats):
+            times["with_products_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
+            with without_products(model):
+                times["without_products_s"].append(
+                    _decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0]
+                )
+    out: dict[str, Any] = {k: [round(t, 3) for t in v] for k, v in times.items()}
+    best_with, best_without = min(times["with_products_s"]), min(times["without_products_s"])
+    out["ms_per_forward_without_products"] = round(1000 * best_without / args.tokens, 2)
+    out["without_over_with"] = round(best_without / best_with, 3)
+    return out
 
 
 def compare_fused(model: Any, args: argparse.Namespace, stop_id: int, pad_id: int) -> dict[str, Any]:
@@ -304,6 +355,11 @@ def main() -> None:
         action="store_true",
         help="also time the decode with the KV cache concatenated per token instead of written in place",
     )
+    parser.add_argument(
+        "--without-products",
+        action="store_true",
+        help="also time the decode with every linear layer's product skipped (zeros returned)",
+    )
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
     # "auto": what the trainer's local backend samples in here (None: the float32 policy itself)
@@ -319,6 +375,8 @@ def main() -> None:
     result.update(profile_decode(model, args, stop_id=eos, pad_id=eos))
     if args.fused_projections:
         result["fused_projections"] = compare_fused(model, args, stop_id=eos, pad_id=eos)
+    if args.without_products:
+        result["without_products"] = compare_without_products(model, args, stop_id=eos, pad_id=eos)
     if args.concatenated_cache:
         result["cache_growth"] = compare_cache_growth(model, args, stop_id=eos, pad_id=eos)
     if args.lengths:
