@@ -155,27 +155,37 @@ def without_products(model: Any) -> Iterator[None]:
                 setattr(module, "forward", forward)  # noqa: B010
 
 
-def compare_without_products(
-    model: Any, args: argparse.Namespace, stop_id: int, pad_id: int
-) -> dict[str, Any]:
-    """The decode as it runs and ``without_products``, interleaved, best of ``args.repeats`` each."""
+def _interleaved(
+    model: Any, args: argparse.Namespace, stop_id: int, pad_id: int, variant: Any
+) -> tuple[list[float], list[float]]:
+    """Seconds of ``args.repeats`` decodes as they run and as many within ``variant(model)`` (a context
+    manager), in turns after a warm-up, inside ``packed_linears``."""
     import torch
 
     from envs.backends.decode import packed_linears
 
-    times: dict[str, list[float]] = {"with_products_s": [], "without_products_s": []}
+    plain: list[float] = []
+    varied: list[float] = []
     with torch.inference_mode(), packed_linears(model):
         _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
         for _ in range(args.repeats):
-            times["with_products_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
-            with without_products(model):
-                times["without_products_s"].append(
-                    _decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0]
-                )
-    out: dict[str, Any] = {k: [round(t, 3) for t in v] for k, v in times.items()}
-    best_with, best_without = min(times["with_products_s"]), min(times["without_products_s"])
-    out["ms_per_forward_without_products"] = round(1000 * best_without / args.tokens, 2)
-    out["without_over_with"] = round(best_without / best_with, 3)
+            plain.append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
+            with variant(model):
+                varied.append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
+    return plain, varied
+
+
+def compare_without_products(
+    model: Any, args: argparse.Namespace, stop_id: int, pad_id: int
+) -> dict[str, Any]:
+    """The decode as it runs and ``without_products``, interleaved, best of ``args.repeats`` each."""
+    with_products, without = _interleaved(model, args, stop_id, pad_id, without_products)
+    out: dict[str, Any] = {
+        "with_products_s": [round(t, 3) for t in with_products],
+        "without_products_s": [round(t, 3) for t in without],
+    }
+    out["ms_per_forward_without_products"] = round(1000 * min(without) / args.tokens, 2)
+    out["without_over_with"] = round(min(without) / min(with_products), 3)
     return out
 
 
@@ -186,13 +196,9 @@ def compare_fused(model: Any, args: argparse.Namespace, stop_id: int, pad_id: in
 
     from envs.backends.decode import packed_linears
 
-    times: dict[str, list[float]] = {"separate_s": [], "fused_s": []}
+    separate_s, fused_s = _interleaved(model, args, stop_id, pad_id, fused_projections)
+    times = {"separate_s": separate_s, "fused_s": fused_s}
     with torch.inference_mode(), packed_linears(model):
-        _decode_once(model, args.rows, args.tokens, stop_id, pad_id)
-        for _ in range(args.repeats):
-            times["separate_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
-            with fused_projections(model):
-                times["fused_s"].append(_decode_once(model, args.rows, args.tokens, stop_id, pad_id)[0])
         separate = _greedy(model, args.rows, args.tokens, stop_id, pad_id)
         with fused_projections(model):
             fused = _greedy(model, args.rows, args.tokens, stop_id, pad_id)
