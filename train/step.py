@@ -9,6 +9,7 @@ step); the truncated importance weights correct for the inference engine's logpr
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -177,7 +178,11 @@ def train_step(
     batch, plan = step_plan(batch, model, cfg)
     counts = step_counts(batch, len(plan.bounds), accelerator)
     if counts.micro_batches == 0:
-        scheduler.step()
+        with warnings.catch_warnings():
+            # The schedule counts trainer steps, so a step without an update moves it on purpose; torch warns
+            # that the first value of the schedule is then skipped, which here is what is meant.
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+            scheduler.step()
         return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
     sums: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)

@@ -191,3 +191,22 @@ def test_shared_prefix_forward_gives_the_same_logprobs_and_gradients(
     with torch.no_grad():
         ref_lp, no_entropy = forward_logprobs(model, batch, 0.7, entropy=False, clusters=clusters)
     assert no_entropy is None and torch.allclose(ref_lp[mask], plain_lp[mask], atol=1e-5)
+
+
+def test_a_step_with_nothing_to_train_moves_the_schedule_without_a_warning(tiny_model_dir: Path) -> None:
+    import warnings
+
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from train.config import TrainConfig
+    from train.step import train_step
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "lr_scheduler.step() before optimizer.step()" would raise
+        out = train_step(model, None, None, TrainConfig(), Accelerator(cpu=True), optimizer, scheduler)
+    assert out["skipped"] == 1.0
+    assert out["learning_rate"] == pytest.approx(0.75e-3)  # one of four linear steps taken
