@@ -95,9 +95,10 @@ def product_rate(rows: int, hidden: int, intermediate: int, repeats: int) -> dic
     return rates
 
 
-def read_rates(model: Any, rows: int, repeats: int) -> dict[str, float]:
+def read_rates(model: Any, rows: int, repeats: int) -> tuple[dict[str, float], int]:
     """GB/s: streaming a 512 MiB tensor, and oneDNN's product over the model's reordered linear weights at
-    ``rows`` rows (as ``packed_linears`` runs the decode)."""
+    ``rows`` rows (as ``packed_linears`` runs the decode); and the bytes of those weights, what each decode
+    forward reads."""
     import torch
 
     stream = torch.ones(128 * 2**20)  # 512 MiB of float32, beyond any cache
@@ -112,10 +113,29 @@ def read_rates(model: Any, rows: int, repeats: int) -> dict[str, float]:
             torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
 
     nbytes = sum(w.numel() * w.element_size() for _, w in packed)
-    return {"stream": stream_gbs, "packed_product": nbytes / best_of(repeats, products) / 1e9}
+    return {"stream": stream_gbs, "packed_product": nbytes / best_of(repeats, products) / 1e9}, nbytes
 
 
-def main() -> None:
+def optimiser_seconds(model: Any, repeats: int) -> float:
+    """Best time of clipping and one fused AdamW step (``train.policy.adamw``) over ``model``'s weights."""
+    import torch
+
+    from train.policy import adamw
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = adamw(params, 1e-6, (0.9, 0.99), 0.0)
+    for p in params:
+        p.grad = torch.zeros_like(p)
+
+    def optimiser_step() -> None:
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+
+    return best_of(repeats, optimiser_step)
+
+
+def _parser() -> argparse.ArgumentParser:
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -126,6 +146,11 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trl-s-per-step", type=float, default=0.0)
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.rows % args.micro_batch:
         parser.error("--rows must be a multiple of --micro-batch")
@@ -136,7 +161,6 @@ def main() -> None:
     from envs.models.loading import load_causal_lm
     from train.config import TrainConfig
     from train.distributed import tune_host_allocator
-    from train.policy import adamw
 
     tune_host_allocator(TrainConfig())  # as the trainer runs
     folder = prepare_smollm2() if args.model == "smollm2" else Path(args.model)
@@ -151,20 +175,8 @@ def main() -> None:
         args.repeats,
     )
     best_rate = max(rates.values())
-    reads = read_rates(model, args.rows, args.repeats)
-    weight_bytes = sum(
-        m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, torch.nn.Linear)
-    )
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = adamw(params, 1e-6, (0.9, 0.99), 0.0)
-    for p in params:
-        p.grad = torch.zeros_like(p)
-
-    def optimiser_step() -> None:
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-
-    optimiser_s = best_of(args.repeats, optimiser_step)
+    reads, weight_bytes = read_rates(model, args.rows, args.repeats)
+    optimiser_s = optimiser_seconds(model, args.repeats)
     train_flop = train["flop"] * micro_batches
     decode_bytes = weight_bytes * args.tokens
     floor = {
