@@ -19,6 +19,7 @@ from rubrics.multistep.probe import (
     paired_difference,
     score_rollouts,
 )
+from train.config import TRAIN_SET
 from train.rollout_metrics import diversity_metrics
 from train.run_folder import AFTER, BEFORE, WARM_START, EvalPoint, HeldOutResults, RunFolder
 
@@ -77,6 +78,7 @@ def write_report_md(
         *_summary_table(evals, scores),
         "",
         *_beside_trivial_policies(held_out, scores, evals),
+        *_training_set(held_out),
         *_further_sets(held_out),
         *_pooled(held_out),
         *(sections({_MODEL_ROWS[when]: e.rollouts for when, e in evals.items()}) if sections else []),
@@ -103,13 +105,42 @@ def _evaluations(
     return evals, scores
 
 
+def _evaluated(held_out: HeldOutResults, name: str) -> bool:
+    """Whether the set ``name`` was evaluated before and after training."""
+    return None not in (held_out.evaluation(BEFORE, name), held_out.evaluation(AFTER, name))
+
+
 def _further_names(held_out: HeldOutResults) -> list[str]:
-    """The further held-out sets evaluated before and after training, by name."""
+    """The further held-out sets evaluated before and after training, by name (not the training sample)."""
     return sorted(
-        name
-        for name in held_out.sets
-        if name and None not in (held_out.evaluation(BEFORE, name), held_out.evaluation(AFTER, name))
+        name for name in held_out.sets if name not in ("", TRAIN_SET) and _evaluated(held_out, name)
     )
+
+
+def _training_set(held_out: HeldOutResults) -> list[str]:
+    """The fixed sample of training scenarios (``logging.train_eval_sample``), evaluated as the held-out sets:
+    its table, the trained model minus each earlier evaluation and each trivial policy, paired by scenario,
+    and whether the reward rose beyond its interval there. Empty without the sample."""
+    if not _evaluated(held_out, TRAIN_SET):
+        return []
+    evals, scores = _evaluations(held_out, TRAIN_SET)
+    start = WARM_START if WARM_START in scores else BEFORE
+    diff, half, n = paired_difference(scores[AFTER], scores[start])
+    verdict = "rose by more than" if diff - half > 0 else "did not rise by more than"
+    lines = [
+        f"## Training scenarios: a fixed sample of {n}",
+        "",
+        f"On scenarios it trained on, the reward {verdict} its interval from the {scores[start].policy} model: "
+        f"{scores[start].reward_mean:.3f} to {scores[AFTER].reward_mean:.3f}, {diff:+.3f} ± {half:.3f}, paired "
+        "by scenario. Where the held-out sets do not follow a rise here, the policy learned these scenarios "
+        "and not the task.",
+        "",
+        *_summary_table(evals, scores, "training"),
+        "",
+    ]
+    others = [row for when, row in scores.items() if when != AFTER] + (held_out.probe(TRAIN_SET) or [])
+    lines += [_versus(other.policy, *paired_difference(scores[AFTER], other)) for other in others]
+    return [*lines, *_first_decision(evals), ""]
 
 
 def _further_sets(held_out: HeldOutResults) -> list[str]:
@@ -220,7 +251,9 @@ def _beside_trivial_policies(
     return [*lines, *_first_decision(evals), ""]
 
 
-def _summary_table(evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, PolicyScore]) -> list[str]:
+def _summary_table(
+    evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, PolicyScore], label: str = "held-out"
+) -> list[str]:
     """The side-by-side table of the evaluations (before, maybe after the warm start, after): reward (with
     its clustered interval, ``scores``), replies, diversity and repetition, tokens, requirement pass rates."""
     summaries = {when: e.summary for when, e in evals.items()}
@@ -234,7 +267,7 @@ def _summary_table(evals: dict[EvalPoint, Evaluation], scores: dict[EvalPoint, P
         return f"| {label} | " + " | ".join(cell(when) for when in evals) + " |"
 
     lines = [
-        row("held-out", lambda when: names[when]),
+        row(label, lambda when: names[when]),
         "|---|" + "---|" * len(evals),
         row(
             "reward mean ± 95% CI (clustered)",

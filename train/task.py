@@ -3,6 +3,7 @@ this process's training examples, the held-out ones and the further held-out set
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING
 
 from envs.backends.base import SamplingParams
@@ -24,10 +25,39 @@ def build_task(
         temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, max_tokens=cfg.rollout.max_tokens
     )
     env, train_examples, held_examples = make_env(cfg.env, tokenizer, sampling)
-    shard = train_examples[rank::world] if world > 1 else train_examples
+    return env, shard_of(train_examples, rank, world), held_examples
+
+
+def shard_of(examples: list[Example], rank: int, world: int) -> list[Example]:
+    """Process ``rank``'s share of the training examples (every ``world``-th).
+
+    Raises:
+        ValueError: the share is empty."""
+    shard = examples[rank::world] if world > 1 else examples
     if not shard:
-        raise ValueError(f"process {rank} of {world} has no training examples ({len(train_examples)} in all)")
-    return env, shard, held_examples
+        raise ValueError(f"process {rank} of {world} has no training examples ({len(examples)} in all)")
+    return shard
+
+
+def training_sample(cfg: TrainConfig, env: Environment, train: list[Example]) -> list[Example]:
+    """The training examples ``logging.train_eval_sample`` evaluates: that many of ``train`` (all, when there are
+    fewer), in a seeded order (``seed``), taken in turn from each stratum (``Environment.stratum``, in the order
+    of their keys) so that every stratum is sampled alike. Empty at 0."""
+    n = cfg.logging.train_eval_sample
+    if n == 0:
+        return []
+    order = list(range(len(train)))
+    random.Random(cfg.seed).shuffle(order)
+    strata: dict[str, list[int]] = {}
+    for i in order:
+        strata.setdefault(str(env.stratum(train[i])), []).append(i)
+    queues = [strata[key] for key in sorted(strata)]
+    taken: list[int] = []
+    while len(taken) < min(n, len(train)):
+        for queue in queues:
+            if queue and len(taken) < n:
+                taken.append(queue.pop(0))
+    return [train[i] for i in sorted(taken)]
 
 
 def extra_eval_examples(cfg: TrainConfig, env: Environment, train: list[Example]) -> dict[str, list[Example]]:

@@ -124,3 +124,33 @@ def test_a_finished_folder_reports_as_the_run_did(tmp_path: Path) -> None:
     pooled = in_memory[in_memory.index("## Pooled over every held-out set (held-out, new)") :]
     # rewards by scenario of the trained model: a 0.5, b 0.5, c 0, x 1, y 0.5; "empty" scores 0 on all five
     assert "- empty: +0.500 ± " in pooled and "over 5 scenarios" in pooled
+
+
+def test_the_training_sample_has_its_own_section_and_is_not_pooled_with_held_out_sets(tmp_path: Path) -> None:
+    """``logging.train_eval_sample``: the training scenarios' evaluations are reported beside the held-out
+    sets (warm start against trained, paired, and whether the rise is beyond its interval), never as a
+    held-out set, and never in the pooled held-out rows."""
+    from train.config import TRAIN_SET
+
+    held_out = HeldOutResults()
+    held_out.record(BEFORE, "", _rewarded({"a": [0.0], "b": [0.0]}))
+    held_out.record(AFTER, "", _rewarded({"a": [0.1], "b": [0.0]}))
+    held_out.record(BEFORE, TRAIN_SET, _rewarded({"t1": [0.0], "t2": [0.0], "t3": [0.0]}))
+    held_out.record(WARM_START, TRAIN_SET, _rewarded({"t1": [0.2], "t2": [0.3], "t3": [0.1]}))
+    held_out.record(AFTER, TRAIN_SET, _rewarded({"t1": [0.8], "t2": [0.9], "t3": [0.8]}))
+    held_out.record_probe(
+        TRAIN_SET,
+        [PolicyScore("majority", 3, 3, 0.5, 0.0, scenario_rewards={"t1": 0.5, "t2": 0.5, "t3": 0.5})],
+    )
+    run = RunFolder(tmp_path / "run")
+    _write(run, held_out)
+    report = write_report_md(run, read_held_out(run)).read_text()
+    section = report[report.index("## Training scenarios: a fixed sample of 3") :]
+    # trained minus warm start: 0.6, 0.6, 0.7 -> +0.633, beyond its interval
+    assert (
+        "the reward rose by more than its interval from the warm start only model: 0.200 to 0.833, +0.633 ±"
+        in section
+    )
+    assert "| training | before | after the warm start | after |" in section
+    assert "- majority: +0.333 ± " in section
+    assert "Further held-out set: train" not in report and "## Pooled" not in report

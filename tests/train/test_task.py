@@ -97,3 +97,32 @@ def test_a_synth_output_folder_names_its_scenarios(tiny_model_dir: Path, tmp_pat
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     _, _, held = build_task(load_config(CONFIG, [f"env.eval_scenarios={tmp_path}"]), tokenizer)
     assert len(held) == 16
+
+
+def test_the_training_sample_takes_every_stratum_in_turn_and_is_fixed_by_the_seed(
+    tiny_model_dir: Path, monkeypatch
+) -> None:
+    """``logging.train_eval_sample``: as many safe scenes as unsafe ones, the same sample for the same seed,
+    another for another seed, and every training scenario when fewer than asked."""
+    from train.task import training_sample
+
+    monkeypatch.chdir(ROOT)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    cfg = load_config(CONFIG, ["logging.train_eval_sample=8"])
+    env, train, _ = build_task(cfg, tokenizer)
+    sample = training_sample(cfg, env, train)
+    assert len(sample) == 8 and len({e.name for e in sample}) == 8
+    assert Counter(env.stratum(e) for e in sample) == {"scene_safety=0.0": 4, "scene_safety=1.0": 4}
+    assert [e.name for e in training_sample(cfg, env, train)] == [e.name for e in sample]
+    other = load_config(CONFIG, ["logging.train_eval_sample=8", "seed=1"])
+    assert {e.name for e in training_sample(other, env, train)} != {e.name for e in sample}
+    every = load_config(CONFIG, ["logging.train_eval_sample=100"])
+    assert len(training_sample(every, env, train)) == len(train)
+    assert training_sample(load_config(CONFIG), env, train) == []
+
+
+def test_a_held_out_set_may_not_take_the_training_samples_name() -> None:
+    with pytest.raises(ValueError, match=r"env.extra_eval_scenarios: 'train' names the sample of training"):
+        load_config(
+            CONFIG, ["env.extra_eval_scenarios={train: configs/scenarios/first_responder_heldout.yaml}"]
+        )
