@@ -61,7 +61,7 @@ def rollouts_to_batch(
     for group in groups:
         if not group.kept:
             raise ValueError("rollouts_to_batch: a group dropped from training was passed (use kept_groups)")
-        for rollout in group.rollouts:
+        for rollout in group.trained:
             if rollout.error or rollout.sequence is None:
                 continue
             sequences.append(rollout.sequence.row())

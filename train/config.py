@@ -126,6 +126,16 @@ class RolloutConfig(Section):
     When more than this share of one step's rollouts failed, the run stops with the causes named."""
     check_sync: bool = False
     """After each weight sync, check that the server's greedy tokens equal the trainer's."""
+    guide: bool = False
+    """Guided groups: every group also holds one rollout that plays the example's demonstration
+    (``guide_demonstrations``) through the environment (``envs.backends.replay``), scored by the same rubric.
+    Its reward (the ideal's, for an ideal conversation) joins the group's baseline and its tokens train with
+    their advantage, as off-policy guidance (LUFFY, Yan et al. 2025): a step that the policy never samples
+    right (an exploration wall: ``benchmarks/node_pass_rates.py``) still gets a rollout that passed it. The
+    guide is left out of the step's reward and rollout metrics (``guide/...`` has its own); every training
+    example needs a demonstration (``docs/training.md``, Guided groups)."""
+    guide_demonstrations: str | None = None
+    """The demonstrations of ``guide`` (``warm_start.demonstrations``' format); None: the warm start's."""
     inference_dtype: Literal["float32", "bfloat16", "float16", "auto"] | None = None
     """Backend ``local`` only: sample from a copy of the policy held in this dtype, refreshed after every
     optimiser step; the importance-sampling correction accounts for the difference, as it does for vLLM.
@@ -273,6 +283,10 @@ class WarmStartConfig(Section):
     """Demonstrations per forward pass (gradients accumulate up to ``batch_size``)."""
 
 
+TRAIN_SET = "train"
+"""The name of the evaluation set of training scenarios (``LoggingConfig.train_eval_sample``)."""
+
+
 class LoggingConfig(Section):
     """Where metrics and checkpoints go."""
 
@@ -298,6 +312,18 @@ class LoggingConfig(Section):
     """Sampling temperature of the held-out evaluations (None: ``rollout.temperature``). 0 decodes greedily:
     no sampling noise, so the interval of a before/after difference is the scenarios' alone (one rollout
     per scenario is then enough: ``eval_group_size: 1``)."""
+    train_eval_sample: int = Field(0, ge=0)
+    """Also evaluate a fixed sample of this many training scenarios (all of them when there are fewer), at every
+    point the held-out sets are evaluated and as they are (``eval_temperature``, ``eval_group_size``): the set
+    ``train`` (``eval_before_train/``, ``eval_step_<k>_train/``, metrics ``eval_train/...``), reported in
+    ``report.md`` beside the held-out sets. It answers whether GRPO raises the reward on what it trains on. The
+    sample is seeded by ``seed`` and taken in turn from each stratum of the environment (safe and unsafe scenes
+    alike). 0: none."""
+    update_check: bool = False
+    """After each optimiser step, run the step's sequences through the updated policy once more (one forward
+    per micro-batch, no gradient) and log how the logprobs of the tokens it trained on moved, by the sign of
+    their advantage (``update/logp_delta_pos``, ``update/logp_delta_neg``, ``update/right_direction_frac``;
+    ``train.step.update_check``): whether an update moves the policy the way its advantages ask."""
     progress: bool = True
     """Show a live progress bar."""
 
@@ -342,6 +368,12 @@ class TrainConfig(Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     """Outputs."""
 
+    @property
+    def guide_demonstrations(self) -> str | None:
+        """The demonstrations guided groups play (``rollout.guide``): ``rollout.guide_demonstrations``, else
+        ``warm_start.demonstrations``."""
+        return self.rollout.guide_demonstrations or self.warm_start.demonstrations
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         rows = self.rollout.prompts_per_step * self.rollout.group_size
@@ -376,6 +408,16 @@ class TrainConfig(Section):
             raise ValueError(
                 "optim.share_prefix: not with model.gradient_checkpointing (transformers turns the KV cache off "
                 "under checkpointing, and the shared prompt pass hands its cache to the replies)"
+            )
+        if self.rollout.guide and not self.guide_demonstrations:
+            raise ValueError(
+                "rollout.guide: guided groups play each example's demonstration; set rollout.guide_demonstrations "
+                "or warm_start.demonstrations"
+            )
+        if TRAIN_SET in self.env.extra_eval_scenarios:
+            raise ValueError(
+                f"env.extra_eval_scenarios: {TRAIN_SET!r} names the sample of training scenarios "
+                "(logging.train_eval_sample); give the held-out set another name"
             )
         if self.advantage.credit != "episode" and self.env.type != "multistep":
             raise ValueError(

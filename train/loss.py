@@ -305,7 +305,7 @@ def policy_loss(
     ``ref_logprobs_BT`` is needed when ``cfg.beta > 0``; when given, its KL is logged whatever beta is.
     Stats (over masked tokens): ``clip/low_frac`` (r < 1 - epsilon with A < 0), ``clip/high_frac``
     (r > 1 + epsilon_high with A > 0), ``clip/region_frac`` (either), ``ratio/mean|min|max``, ``kl/mean``,
-    ``loss/tokens``.
+    ``loss/tokens``, and with ``beta > 0`` ``kl/grad_share`` (``kl_gradient_share``).
     """
     if cfg.beta > 0 and ref_logprobs_BT is None:
         raise ValueError("policy_loss: cfg.beta > 0 needs ref_logprobs_BT")
@@ -323,7 +323,12 @@ def policy_loss(
     items = tokens if num_items_in_batch is None else float(num_items_in_batch)
     seqs = float(logprobs_BT.shape[0]) if num_sequences_in_batch is None else float(num_sequences_in_batch)
     loss = NORMALISERS[cfg.type](per_token_BT, mask_BT, items, seqs, cfg.max_completion_length)
-    return loss, _loss_stats(ratio_BT.detach(), advantages_BT, mask_BT, cfg, kl_BT, tokens)
+    stats = _loss_stats(ratio_BT.detach(), advantages_BT, mask_BT, cfg, kl_BT, tokens)
+    if ref_logprobs_BT is not None and cfg.beta > 0:
+        stats["kl/grad_share"] = kl_gradient_share(
+            logprobs_BT, ref_logprobs_BT, ratio_BT.detach(), advantages_BT, is_weights_BT, mask_BT, cfg
+        )
+    return loss, stats
 
 
 @torch.no_grad()
@@ -351,3 +356,28 @@ def _loss_stats(
     if kl_BT is not None:
         stats["kl/mean"] = masked_mean(kl_BT.detach(), mask_BT).item()
     return stats
+
+
+@torch.no_grad()
+def kl_gradient_share(
+    logprobs_BT: torch.Tensor,
+    ref_logprobs_BT: torch.Tensor,
+    ratio_BT: torch.Tensor,
+    advantages_BT: torch.Tensor,
+    is_weights_BT: torch.Tensor | None,
+    mask_BT: torch.Tensor,
+    cfg: LossConfig,
+) -> float:
+    """The KL term's share of the loss's gradient with respect to the token logprobs, over masked tokens:
+    ``sum |d(beta k3)/d lp| / (sum |d surrogate / d lp| + sum |d(beta k3)/d lp|)``. Per token the surrogate's
+    derivative is ``-r A w`` where its ratio is not clipped (0 where it is) and the KL term's is
+    ``beta (1 - exp(ref - lp))``; both reach the weights through the same ``d lp / d theta``, so the share
+    tells how much of what the update does is pulling back to the reference. 0.0 without tokens."""
+    weights_BT = is_weights_BT if is_weights_BT is not None else torch.ones_like(ratio_BT)
+    clipped_BT = ratio_BT.clamp(1 - cfg.epsilon, 1 + cfg.epsilon_high)
+    active_BT = (ratio_BT * advantages_BT <= clipped_BT * advantages_BT).to(ratio_BT.dtype)  # min picks r A
+    policy = (ratio_BT * advantages_BT * weights_BT * active_BT).abs().mul(mask_BT).sum()
+    diff_BT = (ref_logprobs_BT - logprobs_BT) * mask_BT
+    kl = (cfg.beta * (1 - torch.exp(diff_BT))).abs().mul(mask_BT).sum()
+    total = float((policy + kl).item())
+    return float(kl.item()) / total if total > 0 else 0.0

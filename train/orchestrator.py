@@ -21,10 +21,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envs.backends.base import InferenceBackend
+from envs.backends.replay import ReplayBackend, reply_ids
 from envs.environment import Environment
 from envs.examples import Example
 from envs.rollout import ScoredRollout
 from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
+from rubrics.loading import FileLoadError
+from rubrics.types import State
 from train.config import AdvantageConfig, TrainConfig
 from train.sampling import make_sampler, stratum_shares
 from train.types import RolloutGroup
@@ -97,6 +100,7 @@ class Orchestrator:
         seed: int,
         cursor: Mapping[str, Any] | None = None,
         sampler: str = "shuffle",
+        guides: Mapping[str, Sequence[dict[str, str]]] | None = None,
     ) -> None:
         if advantage.credit != "episode" and not env.credits_replies:
             raise ValueError(
@@ -116,6 +120,11 @@ class Orchestrator:
         """Which examples each step takes (``rollout.sampler``); its state is what a checkpoint keeps."""
         self.taken: list[int] = []
         """The examples of the step ``produce`` took last."""
+        self.guides = dict(guides) if guides else {}
+        """Guided groups (``rollout.guide``): each example's demonstration (its messages) by the example's name;
+        empty: no guides."""
+        self._guide_replies: dict[str, list[list[int]]] = {}
+        """The token ids of each demonstration's replies, made the first time its example is drawn."""
 
     @classmethod
     def from_config(
@@ -131,7 +140,10 @@ class Orchestrator:
         by ``rollout.sampler``."""
         rollout = cfg.rollout
         per_step, size = rollout.prompts_per_step, rollout.group_size
-        return cls(env, backend, examples, per_step, size, cfg.advantage, seed, cursor, rollout.sampler)
+        guides = guide_messages(cfg, examples) if rollout.guide else None
+        return cls(
+            env, backend, examples, per_step, size, cfg.advantage, seed, cursor, rollout.sampler, guides
+        )
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
@@ -155,9 +167,7 @@ class Orchestrator:
         start = time.perf_counter()
         stats = getattr(self.backend, "stats", None)
         before = replace(stats) if stats is not None else None
-        groups = await asyncio.gather(
-            *(self.env.run_group(self.examples[i], self.backend, self.group_size) for i in indices)
-        )
+        groups = await asyncio.gather(*(self._group(self.examples[i]) for i in indices))
         elapsed = time.perf_counter() - start
         scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
         if self.advantage.credit == "turn":
@@ -169,10 +179,52 @@ class Orchestrator:
             scored = assign_advantages(groups, scale, drop)
         return StepRollouts(
             groups=[
-                RolloutGroup([ScoredRollout.from_state(s) for s in g.states], g.zero_variance, g.kept)
+                RolloutGroup(
+                    [ScoredRollout.from_state(s) for s in g.states[: self.group_size]],
+                    g.zero_variance,
+                    g.kept,
+                    guides=[ScoredRollout.from_state(s) for s in g.states[self.group_size :]],
+                )
                 for g in scored
             ],
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},
         )
+
+    async def _group(self, example: Example) -> list[State]:
+        """The example's G sampled rollouts, scored, then its guide's (``rollout.guide``): its demonstration
+        played through the environment by a ``ReplayBackend``, scored by the same rubric."""
+        states = await self.env.run_group(example, self.backend, self.group_size)
+        if not self.guides:
+            return states
+        replies = self._guide_replies.get(example.name)
+        if replies is None:
+            tokenizer = self.env.tokenizer
+            stop = [tokenizer.eos_token_id]
+            messages = self.guides[example.name]
+            replies = self._guide_replies[example.name] = reply_ids(
+                tokenizer, self.env.system_prompt, messages, stop
+            )
+        return [*states, *await self.env.run_group(example, ReplayBackend(replies, self.env.tokenizer), 1)]
+
+
+def guide_messages(cfg: TrainConfig, examples: Sequence[Example]) -> dict[str, list[dict[str, str]]]:
+    """The demonstration of every training example, by name, for guided groups (``rollout.guide``).
+
+    Raises:
+        FileLoadError: the file does not read, or an example has no demonstration in it (named)."""
+    from train.demonstrations import load_demonstrations
+
+    path = cfg.guide_demonstrations
+    assert path is not None  # checked by the config
+    demos = {d.scenario: d.messages for d in load_demonstrations(path)}
+    missing = [e.name for e in examples if e.name not in demos]
+    if missing:
+        raise FileLoadError(
+            path,
+            f"rollout.guide: {len(missing)} training example(s) have no demonstration (the first: {missing[0]!r}); "
+            "every guided group plays its example's",
+            field="scenario",
+        )
+    return {e.name: demos[e.name] for e in examples}

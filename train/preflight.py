@@ -59,7 +59,7 @@ def check_inputs(
     ``config_path`` and ``overrides`` (``section.field=value``) are where ``cfg`` came from: a field's line
     in the file is named unless an override replaced it."""
     from envs.build import check_env_inputs
-    from train.warm_start import load_demonstrations
+    from train.demonstrations import load_demonstrations
 
     lines = _config_lines(config_path)
     for override in overrides:

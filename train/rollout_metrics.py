@@ -22,6 +22,44 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
+def depth_advantage_metrics(groups: Sequence[Sequence[ScoredRollout]]) -> dict[str, float]:
+    """How the advantages of the trained groups (``groups``: the kept ones) split by how deep each rollout went,
+    against its group's mean number of model turns: ``advantage/deeper_mean`` and ``advantage/shallower_mean``
+    (the mean advantage of the rollouts that went deeper, and of those that stopped earlier),
+    ``advantage/deeper_token_share`` (their share of the loss's weight, the sum of |advantage| x completion
+    tokens: a deeper rollout has more tokens) and ``groups/depth_varies_frac`` (groups whose rollouts differ in
+    depth). In a progressive-reveal environment a deeper rollout got more requirements right, so its
+    advantage should be positive; none when no group was kept."""
+    deeper: list[float] = []
+    shallower: list[float] = []
+    weight = {"deeper": 0.0, "all": 0.0}
+    varies = 0
+    for group in groups:
+        healthy = [r for r in group if r.healthy]
+        if not healthy:
+            continue
+        depth = sum(r.turn for r in healthy) / len(healthy)
+        varies += any(r.turn != healthy[0].turn for r in healthy)
+        for r in healthy:
+            w = abs(r.advantage) * r.completion_tokens
+            weight["all"] += w
+            if r.turn > depth:
+                deeper.append(r.advantage)
+                weight["deeper"] += w
+            elif r.turn < depth:
+                shallower.append(r.advantage)
+    if not groups:
+        return {}
+    out = {"groups/depth_varies_frac": varies / len(groups)}
+    if deeper:
+        out["advantage/deeper_mean"] = sum(deeper) / len(deeper)
+    if shallower:
+        out["advantage/shallower_mean"] = sum(shallower) / len(shallower)
+    if weight["all"] > 0:
+        out["advantage/deeper_token_share"] = weight["deeper"] / weight["all"]
+    return out
+
+
 def first_reply(rollout: ScoredRollout) -> str:
     """The policy's first reply (what diversity is measured on)."""
     completion = rollout.completion

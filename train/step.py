@@ -91,6 +91,22 @@ def step_plan(
     return (take_rows(batch, plan.order) if tokens > 0 else batch), plan
 
 
+def sequence_logprobs(
+    model: Model,
+    mb: TrainBatch,
+    cfg: TrainConfig,
+    packed: bool,
+    clusters: Sequence[PrefixCluster] | None,
+    entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``[B, T]`` logprobs of the micro-batch's tokens under ``model`` at the sampling temperature (and their
+    entropies when ``entropy``): padding-free when ``packed``, each shared prompt once with ``clusters``."""
+    temperature, chunk = cfg.rollout.temperature, cfg.optim.logits_chunk_tokens
+    if packed:
+        return packed_forward_logprobs(model, mb, temperature, entropy, chunk)
+    return forward_logprobs(model, mb, temperature, entropy, chunk, clusters)
+
+
 def micro_batch_loss(
     model: Model,
     ref_model: Model | None,
@@ -100,17 +116,14 @@ def micro_batch_loss(
     counts: StepCounts,
     packed: bool = False,
     clusters: Sequence[PrefixCluster] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """The micro-batch's share of the step's loss (scalar), its [B, T] entropies and its loss and
-    importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``);
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, float]]:
+    """The micro-batch's share of the step's loss (scalar), its [B, T] entropies, its [B, T] logprobs before
+    the update (detached) and its loss and importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``);
     ``clusters``: they run each shared prompt once (``shared_prefix_forward``)."""
     import torch
 
     def forward(of: Model, entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        temperature, chunk = cfg.rollout.temperature, cfg.optim.logits_chunk_tokens
-        if packed:
-            return packed_forward_logprobs(of, mb, temperature, entropy, chunk)
-        return forward_logprobs(of, mb, temperature, entropy, chunk, clusters)
+        return sequence_logprobs(of, mb, cfg, packed, clusters, entropy)
 
     logprobs_BT, entropy_BT = forward(model)
     assert entropy_BT is not None  # the forward computes entropies unless told not to
@@ -135,7 +148,7 @@ def micro_batch_loss(
         num_items_in_batch=max(counts.tokens, 1.0),
         num_sequences_in_batch=max(counts.sequences, 1.0),
     )
-    return loss, entropy_BT, {**stats, **is_stats}
+    return loss, entropy_BT, old_logprobs_BT, {**stats, **is_stats}
 
 
 def _accumulate(
@@ -186,15 +199,18 @@ def train_step(
         return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
     sums: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)
+    checked: list[Checked] = []  # logging.update_check
     model.train()
     for i in range(counts.micro_batches):
         mb = micro_batch(batch, plan, i, accelerator.device)
         packed = plan.packed and i < len(plan.bounds)
         # once per micro-batch (reading the rows to the host): the policy's and the reference's forwards share it
         clusters = prefix_clusters(mb) if cfg.optim.share_prefix and not packed else None
-        loss, entropy_BT, stats = micro_batch_loss(
+        loss, entropy_BT, old_logprobs_BT, stats = micro_batch_loss(
             model, ref_model, mb, cfg, accelerator, counts, packed, clusters
         )
+        if cfg.logging.update_check and i < len(plan.bounds):
+            checked.append((mb, packed, clusters, old_logprobs_BT))
         # DDP/DeepSpeed average gradients over processes; the normaliser already counts all of them.
         # DeepSpeed clips and steps the optimiser inside the last micro-batch's backward: hold the lock there.
         last = i == counts.micro_batches - 1
@@ -210,6 +226,8 @@ def train_step(
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
+    if checked:
+        out.update(update_check(model, checked, cfg))
     out["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
     out["learning_rate"] = float(scheduler.get_last_lr()[0])
     out["loss_tokens"] = counts.tokens
@@ -221,6 +239,52 @@ def train_step(
     out["padded_tokens"] = sums.pop(
         "padded_tokens"
     )  # positions the policy's passes ran over, on this process
+    return out
+
+
+Checked = tuple[TrainBatch, bool, "Sequence[PrefixCluster] | None", "torch.Tensor"]
+"""A micro-batch ``update_check`` runs again: the batch, whether it ran packed, its prefix clusters, and its
+``[B, T]`` logprobs before the update."""
+
+
+def update_check(
+    model: Model,
+    checked: Sequence[Checked],
+    cfg: TrainConfig,
+) -> dict[str, float]:
+    """How the step's own update moved the logprobs of the tokens it trained on (``logging.update_check``):
+    each micro-batch (with its logprobs before the update) runs again through the updated policy, without
+    gradient. ``update/logp_delta_pos`` and ``update/logp_delta_neg``: the mean change of a token's logprob
+    over the tokens of positive and of negative advantage (an update that moves the right way raises the
+    first and lowers the second); ``update/right_direction_frac``: the share of sequences with a nonzero
+    advantage whose mean logprob moved with its sign."""
+    import torch
+
+    sums = {"pos": 0.0, "neg": 0.0, "n_pos": 0.0, "n_neg": 0.0, "right": 0.0, "seqs": 0.0}
+    with torch.no_grad():  # in train mode, as the logprobs before were computed
+        for mb, packed, clusters, before_BT in checked:
+            after_BT, _ = sequence_logprobs(model, mb, cfg, packed, clusters, entropy=False)
+            mask_BT = mb.loss_mask_BT.to(after_BT.dtype)
+            delta_BT = (after_BT - before_BT) * mask_BT
+            adv = mb.advantages_BT.to(after_BT.dtype)
+            adv_BT = adv.unsqueeze(1).expand_as(delta_BT) if adv.dim() == 1 else adv
+            pos_BT, neg_BT = mask_BT * (adv_BT > 0), mask_BT * (adv_BT < 0)
+            sums["pos"] += float((delta_BT * pos_BT).sum())
+            sums["neg"] += float((delta_BT * neg_BT).sum())
+            sums["n_pos"] += float(pos_BT.sum())
+            sums["n_neg"] += float(neg_BT.sum())
+            tokens_B = mask_BT.sum(-1).clamp(min=1.0)
+            seq_delta_B, seq_adv_B = delta_BT.sum(-1) / tokens_B, (adv_BT * mask_BT).sum(-1) / tokens_B
+            moved_B = seq_adv_B != 0
+            sums["right"] += float(((seq_delta_B * seq_adv_B > 0) & moved_B).sum())
+            sums["seqs"] += float(moved_B.sum())
+    out = {}
+    if sums["n_pos"]:
+        out["update/logp_delta_pos"] = sums["pos"] / sums["n_pos"]
+    if sums["n_neg"]:
+        out["update/logp_delta_neg"] = sums["neg"] / sums["n_neg"]
+    if sums["seqs"]:
+        out["update/right_direction_frac"] = sums["right"] / sums["seqs"]
     return out
 
 

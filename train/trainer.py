@@ -38,7 +38,7 @@ from envs.models.loading import check_versions
 from envs.rollout import ScoredRollout
 from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
 from train.checkpoint import load_latest, save_checkpoint
-from train.config import LoggingConfig, RolloutConfig, TrainConfig
+from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
 from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
@@ -46,7 +46,7 @@ from train.orchestrator import Orchestrator, StepRollouts
 from train.policy import Policy, load_policy
 from train.report_md import write_report_md
 from train.report_png import write_report_png
-from train.rollout_metrics import error_causes, rollout_metrics, sample_rows
+from train.rollout_metrics import depth_advantage_metrics, error_causes, rollout_metrics, sample_rows
 from train.run_folder import (
     AFTER,
     BEFORE,
@@ -59,7 +59,7 @@ from train.run_folder import (
     read_held_out,
     write_probe,
 )
-from train.task import build_task, extra_eval_examples
+from train.task import build_task, extra_eval_examples, shard_of, training_sample
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.warm_start import run_warm_start
 
@@ -104,7 +104,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix, worker.executor
     )
     rank, world = accelerator.process_index, accelerator.num_processes
-    env, train_examples, eval_examples = build_task(cfg, policy.tokenizer, rank=rank, world=world)
+    env, all_train, eval_examples = build_task(cfg, policy.tokenizer)
+    train_examples = shard_of(all_train, rank, world)
     held_names = [e.name for e in eval_examples]
     if not accelerator.is_main_process:
         eval_examples = []  # evaluation (and its files) belong to the main process
@@ -123,28 +124,32 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 4. evaluate before training ----------------------------------------------------------------------
     eval_env = _at_temperature(env, cfg.logging.eval_temperature)
 
-    extra_sets = extra_eval_examples(cfg, env, train_examples) if eval_examples else {}
+    extra_sets = extra_eval_examples(cfg, env, all_train) if eval_examples else {}
+    if accelerator.is_main_process:  # the fixed sample of training scenarios (logging.train_eval_sample)
+        extra_sets[TRAIN_SET] = training_sample(cfg, env, all_train)
+    # every set evaluated at each point: the held-out set (""), the further ones, the training sample
+    eval_sets = {name: examples for name, examples in {"": eval_examples, **extra_sets}.items() if examples}
     # what an earlier process of a resumed run evaluated is in the folder; the rest is kept as it is made
-    held_out = read_held_out(run) if start_step > 0 and eval_examples else HeldOutResults()
+    held_out = read_held_out(run) if start_step > 0 and eval_sets else HeldOutResults()
 
-    def evaluate(point: EvalPoint, step: int) -> dict[str, Any]:
-        """The held-out set and each further one evaluated at ``point`` (written to the point's folders, logged
-        under its prefixes at ``step``, kept for the reports if they read it); returns the held-out set's
-        summary."""
+    def evaluate(point: EvalPoint, step: int) -> dict[str, Any] | None:
+        """Every set of ``eval_sets`` evaluated at ``point`` (written to the point's folders, logged under its
+        prefixes at ``step``, kept for the reports if they read it); returns the held-out set's summary (None
+        for a run with only the training sample)."""
         n, seed = cfg.logging.eval_group_size, cfg.seed + 424_242  # the same sampling noise every time
         summaries = {}
-        for name, examples in {"": eval_examples, **extra_sets}.items():
+        for name, examples in eval_sets.items():
             out = run.evaluation(point, name)
             result = loop.run(evaluate_to_dir(eval_env, backend, examples, n, out, seed=seed))
             if point in REPORTED:
                 held_out.record(point, name, result)
             summaries[name] = result.as_dict()
             logger.log(step, _numbers(summaries[name], point.prefix(name)))
-        return summaries[""]
+        return summaries.get("")
 
-    before = evaluate(BEFORE, 0) if start_step == 0 and eval_examples else None
-    if before is not None:  # the trivial policies the environment knows on each held-out set, for the report
-        for name, examples in {"": eval_examples, **extra_sets}.items():
+    before = evaluate(BEFORE, 0) if start_step == 0 and eval_sets else None
+    if start_step == 0:  # the trivial policies the environment knows on each evaluated set, for the report
+        for name, examples in eval_sets.items():
             rows = loop.run(env.probe(train_examples, examples))
             if rows:
                 held_out.record_probe(name, rows)
@@ -154,7 +159,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.warm_start.demonstrations:
         worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
         loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
-        if start_step == 0 and eval_examples:
+        if start_step == 0 and eval_sets:
             evaluate(WARM_START, 0)
 
     # -- 6. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
@@ -177,19 +182,19 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         )
         progress(step + 1, metrics)
         # the held-out curve of a long run
-        if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_examples:
+        if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_sets:
             evaluate(after_step(step + 1), step + 1)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
-    after = None
-    if eval_examples and (start_step < cfg.max_steps or before is None):
-        after = evaluate(AFTER, cfg.max_steps)
+    after, evaluated_after = None, False
+    if eval_sets:
+        after, evaluated_after = evaluate(AFTER, cfg.max_steps), True
     loop.run(backend.close())
     loop.close()
     worker.close()
     logger.finish()
     if accelerator.is_main_process:
-        _write_reports(run, held_out, after is not None, env, cfg.advantage.describe())
+        _write_reports(run, held_out, evaluated_after, env, cfg.advantage.describe())
     return {"run_dir": str(run.root), "before": before, "after": after}
 
 
@@ -237,6 +242,11 @@ def step_metrics(
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
     memory so far."""
     metrics = rollout_metrics(rollouts.all_rollouts, rollouts.kept_advantages)
+    metrics.update(depth_advantage_metrics([g.rollouts for g in rollouts.kept_groups]))
+    guides = [r for g in rollouts.groups for r in g.guides if r.healthy]
+    if guides:  # guided groups (rollout.guide): what the replayed demonstrations earned and trained with
+        metrics["guide/reward_mean"] = sum(r.reward for r in guides) / len(guides)
+        metrics["guide/advantage_mean"] = sum(r.advantage for r in guides) / len(guides)
     metrics["groups/zero_variance_fraction"] = rollouts.zero_variance_groups / rollout.prompts_per_step
     metrics["groups/dropped"] = float(rollouts.dropped_groups)
     metrics["off_policy_steps"], metrics["off_policy_steps_mean"] = rollouts.off_policy_steps(step)

@@ -8,7 +8,7 @@ one object that crosses from orchestration to optimisation, shapes in the names:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envs.rollout import ScoredRollout
@@ -27,6 +27,14 @@ class RolloutGroup:
     """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
     kept: bool
     """Trained on; False when dropped (no healthy rollout, or zero variance and such groups are dropped)."""
+    guides: list[ScoredRollout] = field(default_factory=list)
+    """The replayed demonstrations of a guided group (``rollout.guide``): in the group's baseline and in the
+    batch, never in the step's reward or rollout metrics (they were not sampled)."""
+
+    @property
+    def trained(self) -> list[ScoredRollout]:
+        """Every rollout the batch takes: the sampled ones, then the guides."""
+        return [*self.rollouts, *self.guides]
 
 
 @dataclass

@@ -25,13 +25,11 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubrics.loading import FileLoadError, parse_jsonl
-from rubrics.messages import show
 from train.config import TrainConfig, WarmStartConfig
+from train.demonstrations import check_not_held_out, load_demonstrations
 from train.lora import AdapterOff
 from train.run_folder import RunFolder
 
@@ -42,71 +40,6 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
 
     from envs.environment import Environment
     from train.policy import Policy
-
-
-@dataclass(frozen=True)
-class Demonstration:
-    """One conversation to imitate."""
-
-    scenario: str
-    """The scenario it plays (checked against the held-out ones)."""
-    messages: list[dict[str, str]]
-    """User and assistant turns, the first a user's, no system message."""
-
-
-def load_demonstrations(path: str | Path) -> list[Demonstration]:
-    """The demonstrations of a JSONL file, one ``{"scenario": ..., "messages": [...]}`` per line (other
-    keys, such as ``reward``, are kept out of the way).
-
-    Raises:
-        FileLoadError: naming the file, the line, the field and what is wrong."""
-    demos = [_demonstration(data, path, lineno) for lineno, data in parse_jsonl(path)]
-    if not demos:
-        raise FileLoadError(path, "no demonstrations (expected one JSON object per line)")
-    return demos
-
-
-def _demonstration(data: Any, path: str | Path, line: int) -> Demonstration:
-    def fail(field: str | None, reason: str) -> FileLoadError:
-        return FileLoadError(path, reason, line, field)
-
-    if not isinstance(data, dict):
-        raise fail(None, f"wrong type (expected an object with scenario and messages, got {show(data)})")
-    scenario, messages = data.get("scenario"), data.get("messages")
-    if not isinstance(scenario, str) or not scenario.strip():
-        raise fail("scenario", f"expected the scenario's name, got {show(scenario)}")
-    if not isinstance(messages, list) or not messages:
-        raise fail("messages", f"expected a non-empty list of messages, got {show(messages)}")
-    for i, message in enumerate(messages):
-        expected = "user" if i % 2 == 0 else "assistant"
-        if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            raise fail(f"messages[{i}]", f"expected {{role, content}}, got {show(message)}")
-        if message["role"] != expected:
-            raise fail(
-                f"messages[{i}].role",
-                f"expected {expected!r} (turns alternate, the user first), got {show(message['role'])}",
-            )
-        if not isinstance(message["content"], str) or not message["content"].strip():
-            raise fail(f"messages[{i}].content", f"expected non-empty text, got {show(message['content'])}")
-    if len(messages) < 2:
-        raise fail("messages", "no assistant reply to imitate")
-    return Demonstration(scenario, [dict(m) for m in messages])
-
-
-def check_not_held_out(demos: Sequence[Demonstration], held_out: Sequence[str], path: str | Path) -> None:
-    """Refuse demonstrations of held-out scenarios (they would leak the evaluation).
-
-    Raises:
-        FileLoadError: naming the first such scenario and how many there are."""
-    held = set(held_out)
-    leaked = [d.scenario for d in demos if d.scenario in held]
-    if leaked:
-        raise FileLoadError(
-            path,
-            f"{len(leaked)} demonstration(s) play held-out scenarios (the first: {leaked[0]!r}); imitating them "
-            "would leak the evaluation",
-            field="scenario",
-        )
 
 
 def encode(

@@ -374,3 +374,31 @@ def test_equals_trl(type_: str, extras: bool, tmp_path: Any) -> None:
     assert stats["clip/low_frac"] > 0 and stats["clip/high_frac"] > 0  # both sides are exercised
     if extras:
         assert stats["kl/mean"] == pytest.approx(metrics["kl"][0], rel=1e-5)
+
+
+def test_kl_gradient_share_is_the_kl_terms_part_of_the_logprob_gradient() -> None:
+    """``kl/grad_share``: per token the surrogate's gradient with respect to the logprob is ``-r A w`` (0 where
+    the ratio is clipped) and the KL term's ``beta (1 - exp(ref - lp))``; the share is the KL's part of the
+    sum of their sizes. Checked against autograd on the loss itself."""
+    from train.config import LossConfig
+    from train.loss import kl_gradient_share, policy_loss
+
+    cfg = LossConfig(beta=0.1, epsilon=0.2, epsilon_high=0.28)
+    lp = torch.tensor([[-1.0, -2.0, -0.5, -1.5]], requires_grad=True)
+    old = torch.tensor([[-1.0, -2.5, -0.5, -1.4]])  # token 1: r = e^0.5, clipped for A > 0
+    ref = torch.tensor([[-1.2, -1.0, -0.7, -1.5]])
+    mask = torch.tensor([[0.0, 1.0, 1.0, 1.0]])
+    adv = torch.tensor([0.5])
+    loss, stats = policy_loss(lp, old, adv, mask, cfg, ref_logprobs_BT=ref, num_items_in_batch=1.0)
+    (grad,) = torch.autograd.grad(loss, lp)
+    ratio = torch.exp((lp.detach() - old) * mask)
+    kl_grad = (cfg.beta * (1 - torch.exp((ref - lp.detach()) * mask))) * mask
+    policy_grad = grad - kl_grad  # what autograd gave, less the KL term's part
+    want = float(kl_grad.abs().sum() / (policy_grad.abs().sum() + kl_grad.abs().sum()))
+    assert policy_grad[0, 1] == 0.0  # the clipped token carries only the KL term
+    got = kl_gradient_share(lp.detach(), ref, ratio, adv.expand(1, 4), None, mask, cfg)
+    assert got == pytest.approx(want, rel=1e-5) and stats["kl/grad_share"] == pytest.approx(want, rel=1e-5)
+    assert 0.0 < want < 1.0
+    # beta 0: no KL term, no share logged
+    _, no_kl = policy_loss(lp, old, adv, mask, LossConfig(beta=0.0), ref_logprobs_BT=ref)
+    assert "kl/grad_share" not in no_kl

@@ -5,6 +5,7 @@ scenario, the batch trains on the advantages scoring wrote."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,80 @@ def test_credit_per_reply_puts_each_replys_advantage_on_its_tokens(tiny_model_di
         ValueError, match=r"advantage\.credit: 'turn' needs an environment that credits each reply"
     ):
         Orchestrator(single, AlternatingBackend(tokenizer, replies), single.dataset, 1, 4, turn, seed=7)
+
+
+def test_a_guided_group_holds_the_demonstration_played_as_a_rollout(
+    tiny_model_dir: Path, monkeypatch
+) -> None:
+    """``rollout.guide``: a group whose sampled rollouts all fail the first step (no variance, dropped
+    without a guide) gets its scenario's ideal conversation replayed through the environment: judged by the
+    same walk (reward 1.0, the ideal), in the baseline with the largest advantage, in the batch with its
+    replies on the loss mask and no sampling logprob; never in the step's rollouts or their metrics."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from train.batching import rollouts_to_batch
+    from train.config_files import load_config
+    from train.demonstrations import load_demonstrations
+    from train.task import build_task
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    config = root / "configs/train/first_responder_cpu.yaml"
+    # the tiny model's tokenizer spends more tokens than SmolLM2's: room for the whole ideal conversation
+    overrides = [
+        "rollout.prompts_per_step=1",
+        "advantage.drop_zero_variance_groups=true",
+        "env.max_total_tokens=4096",
+        "rollout.max_tokens=256",
+    ]
+    cfg = load_config(config, overrides)
+    env, train, _ = build_task(cfg, tokenizer)
+    wrong = ScriptedBackend(tokenizer, ["I am not sure what is going on here."])
+    unguided = asyncio.run(Orchestrator.from_config(cfg, env, wrong, train, seed=3).produce(0, 0))
+    assert not unguided.kept_groups  # every sampled rollout earned 0: nothing to learn from
+    guided_cfg = load_config(config, [*overrides, "rollout.guide=true"])
+    step = asyncio.run(Orchestrator.from_config(guided_cfg, env, wrong, train, seed=3).produce(0, 0))
+    (group,) = step.kept_groups
+    (guide,) = group.guides
+    assert len(step.all_rollouts) == 4 and all(r.reward == 0.0 for r in step.all_rollouts)
+    assert guide.reward == 1.0 and guide.stop_reason == "terminal"
+    assert guide.advantage > 0 > max(r.advantage for r in group.rollouts)
+    demo = {d.scenario: d for d in load_demonstrations(cfg.warm_start.demonstrations)}[guide.scenario]
+    assert guide.replies == [m["content"] for m in demo.messages if m["role"] == "assistant"]
+    batch = rollouts_to_batch(step.kept_groups, pad_token_id=0)
+    assert batch is not None and batch.num_sequences == 5
+    row = batch.loss_mask_BT[4].bool()
+    assert torch.isnan(batch.inference_logprobs_BT[4][row]).all()  # the IS weight reads NaN as no mismatch
+    trained = tokenizer.decode(batch.input_ids_BT[4][row].tolist(), skip_special_tokens=True)
+    assert trained == "".join(guide.replies)  # only the replies train, never the reveals or the template
+
+
+def test_guided_groups_need_a_demonstration_of_every_training_example(tmp_path: Path, monkeypatch) -> None:
+    from rubrics.loading import FileLoadError
+    from train.config_files import load_config
+    from train.orchestrator import guide_messages
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    with pytest.raises(ValueError, match=r"rollout.guide: guided groups play each example's demonstration"):
+        load_config(root / "configs/train/tiny_test.yaml", ["rollout.guide=true"])
+    demos = root / "configs/scenarios/first_responder_train_demos.jsonl"
+    short = tmp_path / "demos.jsonl"
+    short.write_text("".join(demos.read_text().splitlines(keepends=True)[:3]))
+    cfg = load_config(
+        root / "configs/train/first_responder_cpu.yaml",
+        ["rollout.guide=true", f"rollout.guide_demonstrations={short}"],
+    )
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    names = [json.loads(line)["scenario"] for line in demos.read_text().splitlines()[:4]]
+    assert list(guide_messages(cfg, [Named(n) for n in names[:3]])) == names[:3]  # type: ignore[arg-type]
+    with pytest.raises(
+        FileLoadError, match=rf"1 training example\(s\) have no demonstration \(the first: '{names[3]}'\)"
+    ):
+        guide_messages(cfg, [Named(n) for n in names])  # type: ignore[arg-type]

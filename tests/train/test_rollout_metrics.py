@@ -39,3 +39,32 @@ def test_diversity_edge_cases() -> None:
     }
     with pytest.raises(ValueError):
         diversity_metrics([])
+
+
+def _deep(turn: int, advantage: float, tokens_per_turn: int = 10) -> object:
+    from tests.support.rollouts import scored
+
+    steps = [
+        {
+            "prompt_ids": [1],
+            "completion_ids": [2] * tokens_per_turn,
+            "completion_logprobs": [0.0] * tokens_per_turn,
+        }
+    ]
+    return scored(turn=turn, advantage=advantage, trajectory=steps * turn)
+
+
+def test_depth_advantage_metrics_split_the_advantages_by_how_deep_each_rollout_went() -> None:
+    """A group whose rollouts differ in depth: the deeper ones' mean advantage, the shallower ones', and the
+    deeper ones' share of |advantage| x tokens; a group all of one depth counts in neither side."""
+    from train.rollout_metrics import depth_advantage_metrics
+
+    varied = [_deep(1, -1.0), _deep(1, -0.5), _deep(3, 0.5), _deep(3, 1.0)]  # mean depth 2
+    level = [_deep(2, 0.3), _deep(2, -0.3)]
+    out = depth_advantage_metrics([varied, level])
+    assert out["advantage/deeper_mean"] == pytest.approx(0.75)
+    assert out["advantage/shallower_mean"] == pytest.approx(-0.75)
+    # deeper: (0.5 + 1.0) x 30 tokens = 45; all: 45 + (1.0 + 0.5) x 10 + (0.3 + 0.3) x 20 = 72
+    assert out["advantage/deeper_token_share"] == pytest.approx(45 / 72)
+    assert out["groups/depth_varies_frac"] == 0.5
+    assert depth_advantage_metrics([]) == {}

@@ -210,3 +210,31 @@ def test_a_step_with_nothing_to_train_moves_the_schedule_without_a_warning(tiny_
         out = train_step(model, None, None, TrainConfig(), Accelerator(cpu=True), optimizer, scheduler)
     assert out["skipped"] == 1.0
     assert out["learning_rate"] == pytest.approx(0.75e-3)  # one of four linear steps taken
+
+
+def test_update_check_sees_the_update_raise_positive_and_lower_negative_replies(tiny_model_dir: Path) -> None:
+    """``logging.update_check``: after one step, the tokens of the reply with a positive advantage are more
+    likely and those of the reply with a negative one less likely, as the loss asks; a sign flipped anywhere
+    (the loss, the mask, the check) fails it."""
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from train.config_files import load_config
+    from train.step import train_step
+
+    rows = [
+        {"ids": [5, 6, 7, 10, 11, 12, 13], "loss_mask": [0, 0, 0, 1, 1, 1, 1], "logprobs": [0.0] * 7},
+        {"ids": [5, 6, 7, 20, 21, 22, 23], "loss_mask": [0, 0, 0, 1, 1, 1, 1], "logprobs": [0.0] * 7},
+    ]
+    batch = collate(rows, [1.0, -1.0], [False, False], pad_token_id=0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = get_scheduler("constant", optimizer)
+    cfg = load_config(
+        None, ["logging.update_check=true", "loss.importance_sampling=false", "rollout.temperature=1.0"]
+    )
+    out = train_step(model, None, batch, cfg, Accelerator(cpu=True), optimizer, scheduler)
+    assert out["update/logp_delta_pos"] > 0 > out["update/logp_delta_neg"]
+    assert out["update/right_direction_frac"] == 1.0
+    off = train_step(model, None, batch, load_config(None, []), Accelerator(cpu=True), optimizer, scheduler)
+    assert not any(key.startswith("update/") for key in off)  # no extra forward unless asked

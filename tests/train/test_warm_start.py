@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rubrics.loading import FileLoadError
-from train.warm_start import Demonstration, check_not_held_out, load_demonstrations
+from train.demonstrations import Demonstration, check_not_held_out, load_demonstrations
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMOS = ROOT / "configs/scenarios/first_responder_train_demos.jsonl"

@@ -142,7 +142,7 @@ def test_cli_prints_the_table_and_refuses_a_bad_file(tmp_path: Path) -> None:
     rows = {r["policy"]: r for r in json.loads(out.read_text())}
     assert rows["ideal"]["reward_mean"] > rows["empty"]["reward_mean"]
     # the ideal policy's conversations, which the trainer's warm start loads
-    from train.warm_start import load_demonstrations
+    from train.demonstrations import load_demonstrations
 
     written = [json.loads(line) for line in demos.read_text().splitlines()]
     assert len(load_demonstrations(demos)) == rows["ideal"]["scenarios"] == len(written)
