@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=5, help="greedy evaluation of the examples (default 5)")
     p.add_argument("--warm-start", help="a warm start folder to start from (a run's warm_start/)")
     p.add_argument("--out", help="the run folder (default: a temporary one, removed after)")
+    p.add_argument(
+        "--held-out", action="store_true", help="evaluate the config's held-out sets too, at the same points"
+    )
     p.add_argument("overrides", nargs="*", help="key.path=value overrides of the config")
     return p
 
@@ -107,23 +110,41 @@ def chosen(config: str, overrides: list[str], n: int) -> tuple[Any, list[Any]]:
     return cfg, training_sample(cfg, env, train)
 
 
-def read_curve(run: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
-    """Each step's diagnostics, and the training sample's evaluations by point (``eval_train/...``)."""
+def read_curve(run: Path, name: str = "train") -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Each step's diagnostics, and one evaluated set's evaluations by point (``eval_<name>/...``; the
+    held-out set is ``""``)."""
     steps, evals = [], {}
+    suffix = f"_{name}" if name else ""
     for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         step = row.get("step")
         if "reward/mean" in row:
             steps.append({"step": step, **{k: row[k] for k in DIAGNOSTICS if k in row}})
-        for prefix, point in (("eval_train/", f"step_{step}"), ("eval_warm_start_train/", "warm_start")):
+        points = (("eval", f"step_{step}"), ("eval_warm_start", "warm_start"), ("eval_final", "after"))
+        for stem, point in points:
+            prefix = f"{stem}{suffix}/"
             if f"{prefix}reward_mean" in row:
                 point = "before" if point == "step_0" else point
                 evals[point] = {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
-        if "eval_final_train/reward_mean" in row:
-            evals["after"] = {
-                k[len("eval_final_train/") :]: v for k, v in row.items() if k.startswith("eval_final_train/")
-            }
     return steps, evals
+
+
+def paired_gain(run: Path, name: str) -> dict[str, float] | None:
+    """The set's reward after training minus after the warm start (before training without one), paired by
+    scenario, with its 95% t-interval (``report.md``'s own functions); None without both evaluations."""
+    from rubrics.multistep.probe import paired_difference
+    from train.report_md import model_score
+    from train.run_folder import AFTER, BEFORE, WARM_START, RunFolder, read_held_out
+
+    held = read_held_out(RunFolder(run))
+    after = held.evaluation(AFTER, name)
+    start = held.evaluation(WARM_START, name) or held.evaluation(BEFORE, name)
+    if after is None or start is None:
+        return None
+    diff, half, n = paired_difference(
+        model_score("after", after.rollouts), model_score("start", start.rollouts)
+    )
+    return {"diff": diff, "ci95": half, "scenarios": n}
 
 
 def stops(run: Path) -> dict[str, dict[str, str]]:
@@ -163,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         f"logging.output_dir={out / 'run'}",
         "logging.checkpoint_every=1000000",
     ]
-    if cfg.env.type == "multistep":
+    if args.held_out:
+        pass  # the config's held-out sets, evaluated with the sample
+    elif cfg.env.type == "multistep":
         overrides += ["env.eval_scenarios=null", "env.extra_eval_scenarios={}", "env.eval_fraction=0"]
     else:
         overrides += ["env.eval_data=null", "env.eval_fraction=0"]
@@ -179,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         else []
     )
     result = {
+        "train_gain": paired_gain(out / "run", "train"),
         "config": args.config,
         "overrides": args.overrides,
         "examples": [e.name for e in examples],
@@ -188,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
             for point, e in evals.items()
         },
         "trivial_policies": {row["policy"]: row["reward_mean"] for row in probe},
+        "held_out": {
+            name or "held-out": {
+                **{p: e.get("reward_mean") for p, e in read_curve(out / "run", name)[1].items()},
+                "gain": paired_gain(out / "run", name),
+            }
+            for name in ["", *run_cfg.env.extra_eval_scenarios]
+            if args.held_out
+        },
         "stops": stops(out / "run"),
         "per_step": steps,
         "run_dir": str(out / "run"),

@@ -18,9 +18,13 @@ SMALL_RUN = (
     "optim.micro_batch_size=2",
     "logging.eval_group_size=1",
     "logging.progress=false",
+    "rollout.guide=false",
+    "logging.train_eval_sample=0",
 )
 """The overrides of a small trainer run: two prompts a step, two rollouts each of at most 8 tokens, one
-micro-batch a step, one rollout per held-out scenario, no progress bar. A test that needs one of them
+micro-batch a step, one rollout per held-out scenario, no progress bar, no guided groups (the main job's
+demonstrations are of its own scenarios; ``test_a_guided_run_trains_on_the_replayed_demonstrations`` runs
+them) and no training sample evaluated. A test that needs one of them
 otherwise overrides it after these."""
 
 

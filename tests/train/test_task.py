@@ -118,7 +118,7 @@ def test_the_training_sample_takes_every_stratum_in_turn_and_is_fixed_by_the_see
     assert {e.name for e in training_sample(other, env, train)} != {e.name for e in sample}
     every = load_config(CONFIG, ["logging.train_eval_sample=100"])
     assert len(training_sample(every, env, train)) == len(train)
-    assert training_sample(load_config(CONFIG), env, train) == []
+    assert training_sample(load_config(CONFIG, ["logging.train_eval_sample=0"]), env, train) == []
 
 
 def test_a_held_out_set_may_not_take_the_training_samples_name() -> None:

@@ -496,3 +496,36 @@ def test_a_further_held_out_set_must_be_held_out(tiny_model_dir: Path, tmp_path:
             "env.eval_fraction=0",
             f"env.extra_eval_scenarios={{x: {train_file}}}",
         )
+
+
+@pytest.mark.slow
+def test_a_guided_run_trains_on_the_replayed_demonstrations(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The main job's guided groups end to end on the tiny model: every group holds its scenario's ideal
+    conversation (reward 1.0) beside rollouts that earn nothing, so no group is dropped, the step trains on
+    the replayed tokens too, the step's reward counts only the sampled rollouts, and the training sample is
+    evaluated and reported beside the held-out sets."""
+    monkeypatch.chdir(ROOT)
+    cfg = run_config(
+        "first_responder_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=1",
+        *SMALL_RUN,
+        "rollout.guide=true",
+        "logging.train_eval_sample=2",
+        "warm_start.demonstrations=null",  # the guide reads rollout.guide_demonstrations
+        # the tiny model's tokenizer spends more tokens than SmolLM2's (141 for the longest ideal reply, 64 in
+        # SmolLM2's): room for the ideal replies
+        "rollout.max_tokens=160",
+        "env.max_total_tokens=4096",
+        "env.extra_eval_scenarios={}",
+    )
+    train(cfg)
+    run = tmp_path / "run"
+    (step,) = [r for r in metrics(run) if r["step"] == 1 and "reward/mean" in r]
+    assert step["guide/reward_mean"] == 1.0 and step["guide/advantage_mean"] > 0
+    assert step["groups/dropped"] == 0.0 and step["rollouts"] == 4.0 and step["reward/mean"] < 1.0
+    assert "## Training scenarios: a fixed sample of 2" in (run / "report.md").read_text()
+    assert (run / "eval_after_train" / "summary.json").is_file() and (run / "probe_train.json").is_file()
