@@ -20,6 +20,7 @@ from envs.backends.base import BackendError, InferenceBackend, SamplingParams
 from envs.backends.local import LocalBackend
 from envs.backends.vllm import VllmBackend
 from envs.serving.server import VllmServer, find_free_port, normalize_base_url
+from tests.support.vllm_fixtures import vllm_python_or_skip
 
 PROMPTS = ["The answer is", "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"]
 vllm_slow = [pytest.mark.vllm, pytest.mark.slow]
@@ -208,7 +209,10 @@ async def test_requests_spread_over_servers_with_bounded_concurrency(
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_server_killed_mid_rollout_raises_backend_error(tiny_model_dir: Path, tmp_path: Path) -> None:
-    server = VllmServer(tiny_model_dir, max_model_len=512, log_path=tmp_path / "server.log").start()
+    python = vllm_python_or_skip()  # skips without the vLLM environment, as the fixtures' servers do
+    server = VllmServer(
+        tiny_model_dir, python=python, max_model_len=512, log_path=tmp_path / "server.log"
+    ).start()
     try:
         url = server.base_url
         backend = VllmBackend([url], str(tiny_model_dir), max_attempts=2, backoff_s=0.05, timeout_s=30)
