@@ -7,7 +7,9 @@ are async). When every group of the step is scored, their advantages are compute
 scale and credit, and written into the states (``rubrics.advantages.assign_advantages``, or
 ``assign_reply_advantages`` for credit per reply). Each finished state then becomes a ``ScoredRollout``
 (``envs.rollout``), once: what the batch, the metrics, the environment's ``step_metrics`` and the samples
-read.
+read. With ``rollout.guide`` each group also holds its example's demonstration, replayed through the
+environment and scored by the same rubric (``RolloutGroup.guides``): in the baseline and the batch, not in
+the metrics.
 Sampling of step
 ``k`` is seeded from ``(seed, k)``, so a resumed run regenerates exactly what the uninterrupted one would.
 """

@@ -14,7 +14,9 @@ Departures from textbook GRPO (each a config switch):
 - multi-turn rollouts: environment tokens are attended to but never trained on; with ``advantage.credit``
   ``turn`` or ``mixed`` each reply gets an advantage of its own (``rubrics.advantages``), not the episode's;
 - completions cut by the token limit can be left out of the loss (``loss.mask_truncated_completions``);
-- an optional supervised warm start on demonstrations before the first rollout (``warm_start``).
+- an optional supervised warm start on demonstrations before the first rollout (``warm_start``);
+- guided groups (``rollout.guide``): each group also replays its example's demonstration as one more rollout,
+  so a step the policy never samples right still has a rollout that passed it (``docs/training.md``).
 
 The trainer never names a backend: ``train.backend.rollout_backend`` builds one from the config, and the
 ``TrainingBackend`` protocol gives the lock and the weight sync. Every torch operation of the run goes to one
