@@ -207,6 +207,8 @@ def main() -> None:
         f"model.gradient_checkpointing={'false' if cuda else 'true'}",
         "advantage.drop_zero_variance_groups=false",  # every step trains, whatever the coin says
         "warm_start.demonstrations=null",
+        "rollout.guide=false",  # the sampled rollouts alone, as this benchmark has always counted them
+        "logging.train_eval_sample=0",
         "logging.progress=false",
         "logging.wandb_mode=disabled",
         "logging.checkpoint_every=1000000",

@@ -337,7 +337,7 @@ def test_a_guided_group_holds_the_demonstration_played_as_a_rollout(
         "env.max_total_tokens=4096",
         "rollout.max_tokens=256",
     ]
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, [*overrides, "rollout.guide=false"])
     env, train, _ = build_task(cfg, tokenizer)
     wrong = ScriptedBackend(tokenizer, ["I am not sure what is going on here."])
     unguided = asyncio.run(Orchestrator.from_config(cfg, env, wrong, train, seed=3).produce(0, 0))
