@@ -10,6 +10,7 @@ with ``TemplatePrefixError``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rubrics.types import Messages
@@ -23,6 +24,33 @@ def chat_ids(tokenizer: Any, messages: Messages, add_generation_prompt: bool = T
     """Token ids of a conversation under the tokenizer's chat template."""
     text = render(tokenizer, messages, add_generation_prompt)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def assistant_turns(
+    tokenizer: Any, system_prompt: str | None, messages: Sequence[Mapping[str, Any]]
+) -> list[tuple[list[int], list[int]]]:
+    """For each assistant message of ``messages`` (``system_prompt`` put in front): the ids of the
+    conversation before it with the generation prompt, and the ids the template puts after those for the
+    message itself, to the end of the conversation rendered up to it (its end-of-turn token included, and
+    whatever the template closes a turn with). What a warm start trains on, and what a model would sample.
+
+    Raises:
+        TemplatePrefixError: rendering the message does not extend its generation prompt verbatim."""
+    conversation: list[dict[str, Any]] = (
+        [{"role": "system", "content": system_prompt}] if system_prompt else []
+    )
+    turns = []
+    for message in messages:
+        before = [*conversation]
+        conversation.append(dict(message))
+        if message["role"] != "assistant":
+            continue
+        prompt = chat_ids(tokenizer, before, add_generation_prompt=True)
+        upto = chat_ids(tokenizer, conversation, add_generation_prompt=False)
+        if upto[: len(prompt)] != prompt:
+            raise TemplatePrefixError("the chat template does not extend the earlier turns verbatim")
+        turns.append((prompt, upto[len(prompt) :]))
+    return turns
 
 
 def render(tokenizer: Any, messages: Messages, add_generation_prompt: bool) -> str:

@@ -30,6 +30,8 @@ def depth_advantage_metrics(groups: Sequence[Sequence[ScoredRollout]]) -> dict[s
     tokens: a deeper rollout has more tokens) and ``groups/depth_varies_frac`` (groups whose rollouts differ in
     depth). In a progressive-reveal environment a deeper rollout got more requirements right, so its
     advantage should be positive; none when no group was kept."""
+    if not groups:
+        return {}
     deeper: list[float] = []
     shallower: list[float] = []
     weight = {"deeper": 0.0, "all": 0.0}
@@ -48,8 +50,6 @@ def depth_advantage_metrics(groups: Sequence[Sequence[ScoredRollout]]) -> dict[s
                 weight["deeper"] += w
             elif r.turn < depth:
                 shallower.append(r.advantage)
-    if not groups:
-        return {}
     out = {"groups/depth_varies_frac": varies / len(groups)}
     if deeper:
         out["advantage/deeper_mean"] = sum(deeper) / len(deeper)

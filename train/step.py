@@ -118,14 +118,12 @@ def micro_batch_loss(
     clusters: Sequence[PrefixCluster] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, float]]:
     """The micro-batch's share of the step's loss (scalar), its [B, T] entropies, its [B, T] logprobs before
-    the update (detached) and its loss and importance-sampling statistics; ``packed``: the forwards run padding-free (``packed_forward_logprobs``);
-    ``clusters``: they run each shared prompt once (``shared_prefix_forward``)."""
+    the update (detached) and its loss and importance-sampling statistics; ``packed``: the forwards run
+    padding-free (``packed_forward_logprobs``); ``clusters``: they run each shared prompt once
+    (``shared_prefix_forward``)."""
     import torch
 
-    def forward(of: Model, entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return sequence_logprobs(of, mb, cfg, packed, clusters, entropy)
-
-    logprobs_BT, entropy_BT = forward(model)
+    logprobs_BT, entropy_BT = sequence_logprobs(model, mb, cfg, packed, clusters, entropy=True)
     assert entropy_BT is not None  # the forward computes entropies unless told not to
     old_logprobs_BT = logprobs_BT.detach()
     is_weights_BT, is_stats = None, dict[str, float]()
@@ -136,7 +134,7 @@ def micro_batch_loss(
     ref_logprobs_BT = None
     if ref_model is not None:
         with torch.no_grad(), accelerator.autocast():  # the policy's precision
-            ref_logprobs_BT, _ = forward(ref_model, entropy=False)
+            ref_logprobs_BT, _ = sequence_logprobs(ref_model, mb, cfg, packed, clusters, entropy=False)
     loss, stats = policy_loss(
         logprobs_BT,
         old_logprobs_BT,

@@ -188,15 +188,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             evaluate(after_step(step + 1), step + 1)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
-    after, evaluated_after = None, False
-    if eval_sets:
-        after, evaluated_after = evaluate(AFTER, cfg.max_steps), True
+    after = evaluate(AFTER, cfg.max_steps) if eval_sets else None
     loop.run(backend.close())
     loop.close()
     worker.close()
     logger.finish()
     if accelerator.is_main_process:
-        _write_reports(run, held_out, evaluated_after, env, cfg.advantage.describe())
+        _write_reports(run, held_out, bool(eval_sets), env, cfg.advantage.describe())
     return {"run_dir": str(run.root), "before": before, "after": after}
 
 

@@ -47,24 +47,17 @@ def encode(
 ) -> dict[str, list[Any]]:
     """A demonstration as token ids under the chat template (``ids``) with ``loss_mask`` 1 on the tokens of
     each assistant turn (its end-of-turn token included, as the model must learn to stop) and 0 elsewhere."""
-    from envs.chat import TemplatePrefixError, chat_ids
+    from envs.chat import TemplatePrefixError, assistant_turns
 
-    conversation = [{"role": "system", "content": system_prompt}] if system_prompt else []
     ids: list[int] = []
     mask: list[int] = []
-    for message in messages:
-        before = len(conversation)
-        conversation.append(dict(message))
-        if message["role"] != "assistant":
-            continue
-        prompt = chat_ids(tokenizer, conversation[:before], add_generation_prompt=True)
-        upto = chat_ids(tokenizer, conversation, add_generation_prompt=False)
-        if upto[: len(prompt)] != prompt or prompt[: len(ids)] != ids:
+    for prompt, turn in assistant_turns(tokenizer, system_prompt, messages):
+        if prompt[: len(ids)] != ids:
             raise TemplatePrefixError(
                 "the chat template does not extend the earlier turns verbatim; cannot mask the assistant turns"
             )
-        mask += [0] * (len(prompt) - len(ids)) + [1] * (len(upto) - len(prompt))
-        ids = upto
+        mask += [0] * (len(prompt) - len(ids)) + [1] * len(turn)
+        ids = prompt + turn
     return {"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)}
 
 

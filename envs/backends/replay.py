@@ -18,31 +18,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from envs.backends.base import BackendError, Sample, SamplingParams
-from envs.chat import TemplatePrefixError, chat_ids
+from envs.chat import assistant_turns
 
 
 def reply_ids(
     tokenizer: Any, system_prompt: str | None, messages: Sequence[dict[str, str]], stop_ids: Sequence[int]
 ) -> list[list[int]]:
     """The token ids a model would sample for each assistant message of ``messages`` (a conversation that
-    starts with a user message): what the chat template puts between the generation prompt and the end of
-    the turn, cut after the first of ``stop_ids`` (the end-of-turn token a model samples last).
+    starts with a user message): its ids under the chat template (``envs.chat.assistant_turns``), cut after
+    the first of ``stop_ids`` (the end-of-turn token a model samples last).
 
     Raises:
         TemplatePrefixError: the template does not extend the earlier turns verbatim.
         ValueError: an assistant message ends in no token of ``stop_ids``."""
-    conversation = [{"role": "system", "content": system_prompt}] if system_prompt else []
     replies: list[list[int]] = []
-    for message in messages:
-        before = [*conversation]
-        conversation.append(dict(message))
-        if message["role"] != "assistant":
-            continue
-        prompt = chat_ids(tokenizer, before, add_generation_prompt=True)
-        upto = chat_ids(tokenizer, conversation, add_generation_prompt=False)
-        if upto[: len(prompt)] != prompt:
-            raise TemplatePrefixError("the chat template does not extend the earlier turns verbatim")
-        turn = upto[len(prompt) :]
+    for _, turn in assistant_turns(tokenizer, system_prompt, messages):
         end = next((i for i, t in enumerate(turn) if t in stop_ids), None)
         if end is None:
             raise ValueError(f"assistant message {len(replies)}: the template ends it with no stop token")
