@@ -75,11 +75,12 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object
     import torch
     from accelerate import Accelerator
 
+    from train.backend_kinds import GIB
     from train.batching import collate
     from train.config_files import load_config
     from train.distributed import peak_rss_gib, resolve_mixed_precision, tune_host_allocator
     from train.memory_check import make_setup
-    from train.memory_plan import GIB, estimate, read_shapes
+    from train.memory_plan import estimate, read_shapes
     from train.policy import load_policy
     from train.step import train_step
 

@@ -9,7 +9,7 @@ own error is a ``FileLoadError`` naming the file, the line and the field.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -252,6 +252,7 @@ def make_backend(
     sampling_dtype: str | None = None,
     adapter_prefix: str | None = None,
     executor: concurrent.futures.Executor | None = None,
+    colocate: Mapping[str, Any] | None = None,
 ) -> tuple[TrainingBackend, Any]:
     """The backend named ``backend`` on the model of ``model_dir``, and the tokenizer it samples with.
 
@@ -260,7 +261,9 @@ def make_backend(
     ``sampling_dtype`` as ``LocalBackend`` takes them, and ``executor``, the thread it runs torch on (its own
     when None). ``vllm``: the servers at ``vllm_urls``, which serve
     ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
-    ``<adapter_prefix>-step-N`` there."""
+    ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in this process on ``model_dir``,
+    built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s: ``max_model_len`` at least),
+    its engine calls on ``executor``."""
     if backend == "local":
         from envs.backends.local import LocalBackend
 
@@ -288,4 +291,14 @@ def make_backend(
 
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         return VllmBackend(vllm_urls, str(model_dir), adapter_prefix=adapter_prefix), tokenizer
-    raise ValueError(f"backend must be 'local' or 'vllm', got {backend!r}")
+    if backend == "vllm_colocate":
+        from envs.backends.colocate import ColocatedVllmBackend
+
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        options = dict(colocate or {})
+        options.setdefault("max_model_len", 4096)
+        return ColocatedVllmBackend(model_dir, tokenizer, executor=executor, **options), tokenizer
+    raise ValueError(f"backend must be 'local', 'vllm' or 'vllm_colocate', got {backend!r}")

@@ -1,8 +1,7 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
-``rollout_backend`` adapts a run's ``rollout`` section to ``envs.build.make_backend``, the one backend
-factory: it is the one place that reads ``rollout.backend``; for a LoRA run on vLLM it first checks that the
-servers load adapters of its rank. The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
+``rollout_backend`` builds a run's backend with ``envs.build.make_backend``, the one backend factory, and
+the options its kind gives (``train.backend_kinds``, the one place that reads ``rollout.backend``). The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
 (generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
 ``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
 state dict gathered from the shards, the main process.
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from envs.backends.base import TrainingBackend
 from envs.build import make_backend
-from train.config import RolloutConfig
+from train.backend_kinds import backend_kind
+from train.config import TrainConfig
 
 if TYPE_CHECKING:  # accelerate, torch and transformers load only where the trainer uses them
     import torch
@@ -57,29 +57,33 @@ class PolicyWeights:
 
 
 def rollout_backend(
-    rollout: RolloutConfig,
+    cfg: TrainConfig,
     policy: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
     model_dir: Path,
     adapter_prefix: str | None = None,
     executor: concurrent.futures.Executor | None = None,
 ) -> TrainingBackend:
-    """The backend ``rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the unwrapped
-    module) and its tokenizer, batching up to one step's rollouts; ``adapter_prefix`` names a LoRA run's
-    adapters on vLLM servers (``check_lora_servers`` checked those before the policy loaded); ``executor``:
-    the thread a local backend runs torch on (the trainer's torch thread)."""
-    from train.distributed import resolve_inference_dtype
+    """The backend ``cfg.rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the
+    unwrapped module) and its tokenizer with the options its kind gives (``train.backend_kinds``);
+    ``adapter_prefix`` names a LoRA run's adapters on vLLM servers; ``executor``: the run's torch thread, where
+    a local backend samples and a colocated engine runs."""
+    from train.memory_check import make_setup
+    from train.memory_plan import read_shapes
 
+    kind = backend_kind(cfg.rollout)
+    try:
+        shapes = read_shapes(Path(model_dir) / "config.json")
+    except ValueError:
+        shapes = None  # an architecture the plan cannot read: a kind that needs it says so
     backend, _ = make_backend(
-        rollout.backend,
+        kind.name,
         model_dir,
-        vllm_urls=rollout.vllm_urls,
         policy=policy,
         tokenizer=tokenizer,
-        max_batch_rows=rollout.prompts_per_step * rollout.group_size,
-        sampling_dtype=resolve_inference_dtype(rollout.inference_dtype),
         adapter_prefix=adapter_prefix,
         executor=executor,
+        **kind.build_options(cfg, shapes, make_setup(cfg)),
     )
     return backend
 
@@ -92,16 +96,3 @@ def adapter_prefix(output_dir: str | Path) -> str:
 
     folder = str(Path(output_dir).resolve())
     return f"policy-{hashlib.sha256(folder.encode()).hexdigest()[:8]}"
-
-
-def check_lora_servers(vllm_urls: list[str], rank: int) -> None:
-    """Raise ``ValueError`` naming ``model.lora.r`` and the server flag to set unless every server of
-    ``vllm_urls`` loads adapters of rank ``rank`` at run time (the trainer asks before it loads the policy,
-    so that a server started without ``--enable-lora`` costs a second, not a model load)."""
-    from envs.serving.adapters import check_lora_server
-
-    for url in vllm_urls:
-        try:
-            check_lora_server(url, rank)
-        except ValueError as exc:
-            raise ValueError(f"model.lora.r: {exc}") from None

@@ -91,11 +91,31 @@ def launched_zero_stage() -> int | None:
     return int(stage) if stage.isdigit() else None
 
 
+class ColocateConfig(Section):
+    """The colocated vLLM engine (``rollout.backend: vllm_colocate``; ``envs.backends.colocate``)."""
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """The engine's weights and KV cache: ``auto`` is the checkpoint's dtype on a GPU and float32 on a CPU."""
+    kv_cache_gib: float | None = Field(None, gt=0)
+    """The engine's KV cache in GiB. None: the memory plan's, every rollout of a step at
+    ``env.max_total_tokens`` (``train.memory_plan``; the plan counts it either way)."""
+    sleep: bool = True
+    """On a CUDA GPU, put the engine to sleep while the policy trains (vLLM's sleep mode, level 1: its
+    weights wait in host memory and its KV cache is freed) and wake it for the weight load and the rollouts.
+    A CPU has no device memory to give back: there it does nothing."""
+    max_num_seqs: int = Field(256, ge=1)
+    """Most sequences the engine decodes at once."""
+
+
 class RolloutConfig(Section):
     """Sampling and the inference backend."""
 
-    backend: Literal["local", "vllm"] = "local"
-    """``local``: transformers in the trainer's process (weight sync is free); ``vllm``: HTTP servers."""
+    backend: Literal["local", "vllm", "vllm_colocate"] = "local"
+    """``local``: transformers in the trainer's process (weight sync is free); ``vllm``: HTTP servers;
+    ``vllm_colocate``: a vLLM engine in the trainer's process, its weights updated in memory after each step
+    (``colocate``; ``docs/training.md``, The colocated vLLM engine)."""
+    colocate: ColocateConfig = Field(default_factory=ColocateConfig)
+    """The colocated engine's dtype, memory and sleep mode (backend ``vllm_colocate``)."""
     vllm_urls: list[str] = Field(default_factory=list)
     """Root URLs of the vLLM servers (backend ``vllm``)."""
     prompts_per_step: int = Field(2, ge=1)
@@ -150,12 +170,15 @@ class RolloutConfig(Section):
     def _urls_for_vllm(self) -> RolloutConfig:
         if self.backend == "vllm" and not self.vllm_urls:
             raise ValueError("rollout.vllm_urls: backend 'vllm' needs at least one server URL")
-        if self.backend == "vllm" and self.inference_dtype is not None:
-            raise ValueError("rollout.inference_dtype: only for backend 'local' (vLLM serves its own dtype)")
+        if self.backend != "local" and self.inference_dtype is not None:
+            raise ValueError(
+                "rollout.inference_dtype: only for backend 'local' (vLLM samples in its own dtype: "
+                "rollout.colocate.dtype for the colocated engine)"
+            )
         if self.backend == "local" and launched_zero_stage() == 3:
             raise ValueError(
                 "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard of "
-                "the weights); use backend 'vllm', or ZeRO-2"
+                "the weights); use backend 'vllm_colocate' or 'vllm', or ZeRO-2"
             )
         return self
 

@@ -14,9 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from train.backend_kinds import GIB, backend_kind
 from train.config import TrainConfig
 from train.config_files import apply_override
-from train.memory_plan import FIT_FRACTION, GIB, MemoryPlan, ModelShapes, Setup, estimate, read_shapes
+from train.memory_plan import FIT_FRACTION, MemoryPlan, ModelShapes, Setup, estimate, read_shapes
 
 if TYPE_CHECKING:  # accelerate loads only where the trainer makes its Accelerator
     from accelerate import Accelerator
@@ -48,7 +49,8 @@ def format_table(plan: MemoryPlan) -> str:
             f"  {verdict}: {FIT_FRACTION:.0%} of {setup.device_bytes / GIB:.1f} GiB ({setup.device}) "
             f"is {plan.budget / GIB:.2f} GiB per process"
         )
-        if plan.part("generation") == 0 and setup.device != "cpu":  # vLLM servers generate
+        engine = any(row.name.startswith("engine") for row in plan.rows)  # a colocated engine generates
+        if plan.part("generation") == 0 and setup.device != "cpu" and not engine:  # vLLM servers generate
             share = max(0.0, FIT_FRACTION - plan.peak / setup.device_bytes)
             lines.append(f"  a vLLM server on the same GPU: --gpu-memory-utilization {share:.2f} at most")
     return "\n".join(lines)
@@ -101,7 +103,8 @@ def remedies(cfg: TrainConfig, shapes: ModelShapes, plan: MemoryPlan) -> list[st
         out.append(f"{'then ' if out else ''}{label} ({peak / GIB:.1f} GiB{': fits' if fits else ''})")
         if fits:
             break
-    stage, accelerate_config = (3, ZERO3_CONFIG) if cfg.rollout.backend == "vllm" else (2, ZERO2_CONFIG)
+    stage = backend_kind(cfg.rollout).zero_stage_remedy
+    accelerate_config = ZERO3_CONFIG if stage == 3 else ZERO2_CONFIG
     zero = replace(plan.setup, zero_stage=stage, processes=max(2, plan.setup.processes))
     if plan.setup.zero_stage < stage and (lower := estimate(cfg, shapes, zero).peak) < plan.peak:
         out.append(
@@ -161,7 +164,7 @@ def make_setup(
         size = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory if cuda else _host()
     mixed = "no" if zero_stage else auto  # DeepSpeed takes its precision from its own config
     return Setup(
-        device, size, processes, zero_stage, mixed, sampling if cfg.rollout.backend == "local" else None
+        device, size, processes, zero_stage, mixed, backend_kind(cfg.rollout).sampling_dtype(sampling)
     )
 
 

@@ -4,15 +4,17 @@
 The architecture is built on PyTorch's meta device (shapes, no storage), so parameter counts, the linear
 layers a LoRA adapter targets and the output head are exact for any transformers causal LM; activations
 follow the tensors a decoder layer keeps for its backward pass (``_layer_bytes_per_token``). The plan has
-three parts, because a step of the local backend first generates and then trains, never both at once:
+three parts, because a step first generates and then trains, never both at once:
 
 - held throughout: weights, DeepSpeed's fp32 master copy, the AdamW moments, the KL reference, the local
-  backend's sampling copy;
+  backend's sampling copy, a colocated vLLM engine that does not sleep (its weights and KV cache);
 - the training step: gradients, the half-precision copies of the weights that autocast keeps for the
   backward pass, and the activations and logits of the largest micro-batch (``optim.micro_batch_size``
   sequences of ``env.max_total_tokens``);
-- generation (local backend): the KV cache of every rollout of a step at ``env.max_total_tokens``, and a
-  prefill's activations.
+- generation: the local backend's KV cache of every rollout of a step at ``env.max_total_tokens`` and a
+  prefill's activations, or a sleeping colocated engine's weights and KV cache (vLLM servers: nothing here).
+
+What the backend holds is its kind's to say (``train.backend_kinds``).
 
 The peak is the first part plus the larger of the other two. ZeRO-2 divides gradients, the master copy and
 the AdamW moments by the processes; ZeRO-3 the weights too. The estimate is checked against a training
@@ -28,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from train.backend_kinds import DTYPE_BYTES, backend_kind
 from train.config import TrainConfig
 
-GIB = 2**30
 FIT_FRACTION = 0.9
 """A plan fits when its peak is at most this share of the device's memory (the rest: CUDA context,
 allocator fragmentation, the error of the estimate)."""
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 LOGIT_BYTES = {4: 8, 2: 4}
 """Bytes per logit of a micro-batch during its backward pass, by the bytes of the head's output
 (``_activation_rows``)."""
@@ -282,7 +283,6 @@ def estimate(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> MemoryPlan:
         ),
         Row("held", "optimizer state", 2 * trainable * state // shard_state, "AdamW: 2 moments" + sharding),
         _reference_row(cfg, s, weight),
-        _sampling_row(cfg, s, setup),
         Row("step", "gradients", trainable * state // shard_state, "of the trained parameters" + sharding),
     ]
     autocast = setup.half_autocast and weight > 2  # a half-precision base is not cast
@@ -293,7 +293,9 @@ def estimate(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> MemoryPlan:
         Row("step", "autocast copies", 2 * cast if autocast else 0, "half-precision weights for backward")
     )
     rows += _activation_rows(cfg, s, setup)
-    rows += _generation_rows(cfg, s, setup)
+    rows += [
+        Row(*line) for line in backend_kind(cfg.rollout).memory_rows(cfg, s, setup)
+    ]  # its copy, cache, engine: held or not
     return MemoryPlan(tuple(rows), setup)
 
 
@@ -303,27 +305,3 @@ def _reference_row(cfg: TrainConfig, s: ModelShapes, weight: int) -> Row:
     if cfg.model.lora is not None:
         return Row("held", "KL reference", 0, "none: the policy with its adapter off")
     return Row("held", "KL reference", s.parameters * weight, f"a frozen copy in {cfg.model.dtype}")
-
-
-def _sampling_row(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> Row:
-    if cfg.rollout.backend != "local":
-        return Row("held", "sampling copy", 0, "none: the vLLM servers hold theirs")
-    dtype = setup.inference_dtype or cfg.model.dtype
-    if cfg.model.lora is None and dtype == cfg.model.dtype:
-        return Row("held", "sampling copy", 0, "none: the policy samples")
-    why = "the merged adapter" if cfg.model.lora is not None else "rollout.inference_dtype"
-    return Row("held", "sampling copy", s.parameters * DTYPE_BYTES[dtype], f"{dtype}, for {why}")
-
-
-def _generation_rows(cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Row]:
-    """The local backend's KV cache and prefill when every rollout of a step decodes at once."""
-    if cfg.rollout.backend != "local":
-        return [Row("generation", "KV cache", 0, "on the vLLM servers")]
-    act = DTYPE_BYTES[setup.inference_dtype or cfg.model.dtype]
-    rows, tokens = cfg.rollout.prompts_per_step * cfg.rollout.group_size, cfg.env.max_total_tokens
-    kv = rows * tokens * 2 * s.layers * s.kv_heads * s.head_dim * act
-    prefill = rows * tokens * (3 * s.intermediate + 2 * s.hidden) * act  # one layer's MLP in flight
-    return [
-        Row("generation", "KV cache", kv, f"{rows} rollouts x {tokens} tokens"),
-        Row("generation", "prefill", prefill, "one layer's activations of every rollout"),
-    ]

@@ -38,7 +38,8 @@ from envs.environment import Environment
 from envs.evaluation import evaluate_to_dir
 from envs.models.loading import check_versions
 from envs.rollout import ScoredRollout
-from train.backend import PolicyWeights, adapter_prefix, check_lora_servers, rollout_backend
+from train.backend import PolicyWeights, adapter_prefix, rollout_backend
+from train.backend_kinds import backend_kind
 from train.checkpoint import load_latest, save_checkpoint
 from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
 from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
@@ -93,8 +94,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run = RunFolder(Path(cfg.logging.output_dir))
-    if cfg.model.lora is not None and cfg.rollout.backend == "vllm":  # a second now, not after the load
-        check_lora_servers(cfg.rollout.vllm_urls, cfg.model.lora.r)
+    backend_kind(cfg.rollout).check_before_load(cfg)  # a second now, not after the load
     # every torch operation of the run on one thread: a second thread's OpenMP team would slow both (threads)
     worker = TorchWorker(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="torch"))
     policy = worker.run(load_policy, cfg, accelerator)
@@ -103,7 +103,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 2. backend, environment, data ------------------------------------------------------------------
     prefix = adapter_prefix(run.root)
     backend = rollout_backend(
-        cfg.rollout, weights.module, policy.tokenizer, policy.model_dir, prefix, worker.executor
+        cfg, weights.module, policy.tokenizer, policy.model_dir, prefix, worker.executor
     )
     rank, world = accelerator.process_index, accelerator.num_processes
     env, all_train, eval_examples = build_task(cfg, policy.tokenizer)
@@ -170,6 +170,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     for step in range(start_step, cfg.max_steps):
         (rollouts, cursor, shares), t_wait = timed(prefetch.take, step)
         check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
+        backend.release()  # a colocated engine gives its device memory back while the policy trains
         batch_stats, t_train = timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
         synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}

@@ -136,6 +136,11 @@ class TrainingBackend(InferenceBackend, Protocol):
         """Make generation use the policy's current weights (labelled ``step``). Every process calls it."""
         ...
 
+    def release(self) -> None:
+        """The policy is about to train: give back the device memory generation holds, if the backend can
+        (a colocated engine's sleep mode); the next sync or request takes it again."""
+        ...
+
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Raise if generation does not follow the policy's weights. Every process calls it."""
         ...
@@ -181,6 +186,10 @@ class InProcessWeights:
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Nothing to check: generation reads the policy itself."""
+        return None
+
+    def release(self) -> None:
+        """Nothing to give back: generation holds no memory of its own between steps."""
         return None
 
 

@@ -252,6 +252,9 @@ class LocalBackend:
         if self.model is self.policy:
             self.weight_version = step
 
+    def release(self) -> None:
+        """Nothing to give back: the KV cache of a batch lives only while the batch decodes."""
+
     async def sync_weights(self, weights: WeightSource, step: int) -> None:
         """Refresh the sampling copy from the policy, on the worker thread and under the lock (so queued
         generation never sees half-copied weights); nothing to do when generating from the policy itself."""

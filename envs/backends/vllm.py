@@ -190,6 +190,9 @@ class VllmBackend:
     def weights_changed(self, step: int) -> None:
         """Nothing yet: the servers use the new weights once ``sync_weights`` pushed them."""
 
+    def release(self) -> None:
+        """Nothing to give back here: the servers hold their memory in their own processes."""
+
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Raise if a server's greedy tokens differ from the policy's (every process calls it)."""
         await compare_greedy(self, weights, tokenizer)

@@ -1,7 +1,8 @@
-"""Start, health-check and stop a local vLLM OpenAI-compatible server in its own virtual environment.
+"""Start, health-check and stop a local vLLM OpenAI-compatible server.
 
-vLLM lives in ``.venv-vllm`` (``./install.sh --with-vllm``; it pins its own torch), apart from the
-trainer's environment, so the server always runs as a subprocess of that interpreter::
+vLLM lives in the trainer's own ``.venv`` (``./install.sh --with-vllm``), and the server runs as a
+subprocess of this interpreter, or of ``$RUBRIC_GRPO_VLLM_PYTHON`` where a vLLM environment of its own is
+wanted (another vLLM version beside the trainer's, say)::
 
     with VllmServer(model_dir, max_model_len=512) as server:
         httpx.post(f"{server.base_url}/v1/completions", json={...})
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -44,14 +47,18 @@ def normalize_base_url(url: str) -> str:
 
 
 def default_vllm_python() -> Path:
-    """The python of the vLLM environment: ``$RUBRIC_GRPO_VLLM_PYTHON`` or ``<repo>/.venv-vllm/bin/python``."""
+    """The python that runs ``vllm serve``: ``$RUBRIC_GRPO_VLLM_PYTHON`` where it is set (a vLLM environment
+    of its own), else this interpreter (``./install.sh --with-vllm`` installs vLLM into ``.venv``)."""
     override = os.environ.get(VLLM_PYTHON_ENV_VAR)
-    return Path(override) if override else REPO_ROOT / ".venv-vllm" / "bin" / "python"
+    return Path(override) if override else Path(sys.executable)
 
 
 def vllm_available(python: str | Path | None = None) -> bool:
-    """Whether the vLLM environment's interpreter exists (it does not import vllm, which takes seconds)."""
+    """Whether ``python`` (default :func:`default_vllm_python`) can run vLLM: for this interpreter, whether
+    vLLM is installed (found, not imported: that takes seconds); for another, whether it exists."""
     path = Path(python) if python is not None else default_vllm_python()
+    if path == Path(sys.executable):
+        return importlib.util.find_spec("vllm") is not None
     return path.is_file() and os.access(path, os.X_OK)
 
 
@@ -203,8 +210,7 @@ class VllmServer:
             raise VllmServerError("server already started")
         if not vllm_available(self.python):
             raise VllmServerError(
-                f"no vLLM interpreter at {self.python}: run ./install.sh --with-vllm "
-                f"or set {VLLM_PYTHON_ENV_VAR}"
+                f"no vLLM for {self.python}: run ./install.sh --with-vllm or set {VLLM_PYTHON_ENV_VAR}"
             )
         if self._log_path is None:
             fd, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")

@@ -51,7 +51,7 @@ def test_make_backend_local_vllm_or_neither(tiny_model_dir: Path) -> None:
     vllm, vllm_tokenizer = make_backend("vllm", tiny_model_dir, vllm_urls=["http://127.0.0.1:1"])
     assert isinstance(vllm, VllmBackend) and vllm.model == str(tiny_model_dir)
     assert vllm_tokenizer.encode("hello") == tokenizer.encode("hello")  # the model folder's
-    with pytest.raises(ValueError, match="backend must be 'local' or 'vllm', got 'onnx'"):
+    with pytest.raises(ValueError, match="backend must be 'local', 'vllm' or 'vllm_colocate', got 'onnx'"):
         make_backend("onnx", tiny_model_dir)
 
 

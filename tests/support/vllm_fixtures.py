@@ -5,10 +5,10 @@ weights back on the RL server after a test that pushed others.
 
 Enable them from ``tests/conftest.py`` with ``pytest_plugins = ["tests.support.vllm_fixtures"]``.
 
-``vllm_server`` needs ``.venv-vllm`` (``./install.sh --with-vllm``). Without it the tests that use it are
-skipped, unless ``RUBRIC_GRPO_REQUIRE_VLLM=1`` is set (CI on a machine that must have it), which turns the
+``vllm_server`` needs vLLM in ``.venv`` (``./install.sh --with-vllm``), as does the colocated engine
+(``vllm_in_process_or_skip``). Without it the tests that use it are skipped, unless ``RUBRIC_GRPO_REQUIRE_VLLM=1`` is set (CI on a machine that must have it), which turns the
 skip into a failure. The server starts once per session (about 30-60 s on two cores) and is stopped at
-the end of it. ``RUBRIC_GRPO_VLLM_PYTHON`` points at another interpreter of a vLLM environment.
+the end of it. ``RUBRIC_GRPO_VLLM_PYTHON`` points the servers at another interpreter of a vLLM environment.
 """
 
 from __future__ import annotations
@@ -49,6 +49,17 @@ def vllm_python_or_skip() -> Path:
             pytest.fail(f"{reason} ({REQUIRE_VLLM_ENV_VAR}=1 is set)")
         pytest.skip(reason)
     return Path(python)
+
+
+def vllm_in_process_or_skip() -> None:
+    """Skip the test unless vLLM imports in this interpreter (fail instead where it is required)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        reason = "vLLM is not installed in this environment: run ./install.sh --with-vllm"
+        if require_vllm():
+            pytest.fail(f"{reason} ({REQUIRE_VLLM_ENV_VAR}=1 is set)")
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.vllm_fixtures import vllm_in_process_or_skip
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
@@ -26,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300
 
 
-def _cmd(model_dir: Path, out: Path) -> list[str]:
+def _cmd(model_dir: Path, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -36,6 +38,7 @@ def _cmd(model_dir: Path, out: Path) -> list[str]:
         "logging.checkpoint_every=1",
         f"model.name_or_path={model_dir}",
         f"logging.output_dir={out}",
+        *extra,
     ]
 
 
@@ -46,9 +49,9 @@ def _env() -> dict[str, str]:
     return {**env, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _run(model_dir: Path, out: Path) -> None:
+def _run(model_dir: Path, out: Path, *extra: str) -> None:
     proc = subprocess.run(
-        _cmd(model_dir, out),
+        _cmd(model_dir, out, *extra),
         cwd=REPO_ROOT,
         env=_env(),
         capture_output=True,
@@ -59,11 +62,11 @@ def _run(model_dir: Path, out: Path) -> None:
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
 
 
-def _run_and_kill_after_step_2(model_dir: Path, out: Path) -> None:
+def _run_and_kill_after_step_2(model_dir: Path, out: Path, *extra: str) -> None:
     marker = out / "checkpoints" / "step_000002" / "trainer_state.json"
     log = out.parent / f"{out.name}.killed.log"
     with open(log, "w") as fh:
-        proc = subprocess.Popen(_cmd(model_dir, out), cwd=REPO_ROOT, env=_env(), stdout=fh, stderr=fh)
+        proc = subprocess.Popen(_cmd(model_dir, out, *extra), cwd=REPO_ROOT, env=_env(), stdout=fh, stderr=fh)
         deadline = time.monotonic() + TIMEOUT_S
         try:
             while not marker.exists():
@@ -97,14 +100,21 @@ def _train_rows(out: Path) -> dict[int, dict[str, float]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend",
+    ["local", pytest.param("vllm_colocate", marks=pytest.mark.vllm)],
+)
 def test_sigkill_and_resume_is_bitwise_equal_to_an_uninterrupted_run(
-    tiny_model_dir: Path, tmp_path: Path
+    tiny_model_dir: Path, tmp_path: Path, backend: str
 ) -> None:
+    if backend == "vllm_colocate":  # the engine is new after the kill: each request's seed makes it agree
+        vllm_in_process_or_skip()
+    extra = (f"rollout.backend={backend}",)
     a, b = tmp_path / "a", tmp_path / "b"
-    _run(tiny_model_dir, a)
+    _run(tiny_model_dir, a, *extra)
 
-    _run_and_kill_after_step_2(tiny_model_dir, b)
-    _run(tiny_model_dir, b)
+    _run_and_kill_after_step_2(tiny_model_dir, b, *extra)
+    _run(tiny_model_dir, b, *extra)
 
     state_b = json.loads((b / "checkpoints" / "step_000003" / "trainer_state.json").read_text())
     state_a = json.loads((a / "checkpoints" / "step_000003" / "trainer_state.json").read_text())

