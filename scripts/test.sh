@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: lint, format check, type check, import contracts, the test suite (CPU only), then a
 # subset of it on the lowest transformers the project accepts (scripts/test_floor.sh).
-#   scripts/test.sh               everything (tests marked vllm run when .venv-vllm exists)
+#   scripts/test.sh               everything (tests marked vllm run where vLLM is installed in .venv)
 #   scripts/test.sh -m "not slow" extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
