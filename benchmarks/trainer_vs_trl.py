@@ -3,7 +3,7 @@ learning rate and steps, in one run.
 
     .venv/bin/python benchmarks/trainer_vs_trl.py [--models tiny,smollm2] [--steps-tiny 20]
         [--steps-smollm2 8] [--tokens 96] [--prompts-per-step 2] [--group-size 4] [--free-length]
-        [--micro-batch-tokens N] [--share-prefix]
+        [--micro-batch-tokens N] [--share-prefix] [--colocate float32,bfloat16]
 
 The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all twelve, nothing held out),
 scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
@@ -23,7 +23,10 @@ does (``--inference-dtype auto``: a bfloat16 copy of the policy, refreshed after
 computed natively; the float32 policy itself, as TRL does, elsewhere); ``--inference-dtype bfloat16`` or
 ``float32`` forces one: CPU decoding is bound by reading the weights. ``--share-prefix`` runs our trainer a
 further time with ``optim.share_prefix`` (each micro-batch, 4 replies to one prompt, runs the prompt once)
-and reports it against the same TRL run (``share_prefix``).
+and reports it against the same TRL run (``share_prefix``). ``--colocate DTYPES`` runs our trainer once more
+for each dtype, sampling with the colocated vLLM engine (``rollout.backend: vllm_colocate``, its
+``rollout.colocate.dtype``; the weights loaded into it in memory after every step, counted in the step), and
+reports each against the same TRL run (``colocate_<dtype>``).
 
 Each run is its own subprocess (memory and threads isolated), one after the other, torch on every core.
 Seconds per step exclude model loading and everything before the first step: for ours the per-step
@@ -132,7 +135,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "optim.warmup_steps=0",
         "optim.max_grad_norm=1.0",
         "optim.weight_decay=0.0",
-        f"rollout.inference_dtype={spec['inference_dtype']}",
+        *_backend_overrides(spec),
         f"logging.output_dir={out_dir}",
         f"logging.checkpoint_every={spec['steps'] + 1}",
         f"logging.sample_every={spec['steps'] + 1}",
@@ -158,6 +161,17 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "busy_cores": cpu / total,
         "peak_rss_gib": peak_rss_gib(),
     }
+
+
+def _backend_overrides(spec: dict[str, Any]) -> list[str]:
+    """The local backend with its sampling copy's dtype, or (``--colocate``) the colocated vLLM engine."""
+    if spec.get("colocate_dtype"):
+        return [
+            "rollout.backend=vllm_colocate",
+            "rollout.inference_dtype=null",
+            f"rollout.colocate.dtype={spec['colocate_dtype']}",
+        ]
+    return [f"rollout.inference_dtype={spec['inference_dtype']}"]
 
 
 def _cpu_seconds() -> float:
@@ -512,6 +526,13 @@ def bench_model(model: str, args: argparse.Namespace, work: Path, rows: int) -> 
     if args.share_prefix:  # our trainer again, each group's prompt run once per micro-batch
         arm = {**spec, "share_prefix": True, "out_dir": str(work / f"{model}-share")}
         result["share_prefix"] = another_arm(in_subprocess("ours", arm, work, tag="-share"), trl, rows, last)
+    for dtype in filter(
+        None, args.colocate.split(",")
+    ):  # our trainer again, sampling with the colocated engine
+        arm = {**spec, "colocate_dtype": dtype, "out_dir": str(work / f"{model}-colocate-{dtype}")}
+        result[f"colocate_{dtype}"] = another_arm(
+            in_subprocess("ours", arm, work, tag=f"-colocate-{dtype}"), trl, rows, last
+        )
     if args.trl_our_allocator:  # how much of the speedup is the allocator settings alone
         fair = in_subprocess("trl", {**spec, "our_allocator": True}, work, tag="-allocator")
         fair_s = statistics.median(fair["step_s"][1:] or fair["step_s"])
@@ -558,6 +579,11 @@ def main() -> None:
         default="auto",
         choices=["auto", "float32", "bfloat16"],
         help="our local backend's sampling copy (training stays float32 for both)",
+    )
+    parser.add_argument(
+        "--colocate",
+        default="",
+        help="also run ours through the colocated vLLM engine in these dtypes (comma-separated: float32,bfloat16)",
     )
     parser.add_argument(
         "--trl-our-allocator",

@@ -125,12 +125,14 @@ class ColocateKind(BackendKind):
     name = "vllm_colocate"
 
     def engine_dtype(self, cfg: TrainConfig, setup: Any) -> str:
-        """``rollout.colocate.dtype`` resolved as the engine resolves it: ``auto`` is float32 on a CPU and
-        bfloat16 on a GPU."""
+        """``rollout.colocate.dtype`` resolved as the engine resolves it (``envs.backends.colocate.engine_dtype``):
+        ``auto`` is bfloat16 on a GPU and on a CPU that computes it natively, float32 on other CPUs."""
+        from train.distributed import cpu_has_native_bf16
+
         dtype = cfg.rollout.colocate.dtype
         if dtype != "auto":
             return dtype
-        return "float32" if setup.device == "cpu" else "bfloat16"
+        return "float32" if setup.device == "cpu" and not cpu_has_native_bf16() else "bfloat16"
 
     def sleeps(self, cfg: TrainConfig, setup: Any) -> bool:
         """Whether the engine gives its memory back while the policy trains (sleep mode, a GPU only)."""
@@ -152,11 +154,30 @@ class ColocateKind(BackendKind):
             if cfg.rollout.colocate.kv_cache_gib is not None
             else f"{rows} rollouts x {tokens} tokens{when}"
         )
+        act, batched = DTYPE_BYTES[dtype], self.batched_tokens(cfg)
+        forward = batched * (3 * s.intermediate + 2 * s.hidden) * act  # one layer's MLP in flight
+        logits = cfg.rollout.colocate.max_num_seqs * s.vocab * 4  # the sampler's float32 logits of a decode
         return [
             ("held", "sampling copy", 0, "none: the colocated engine holds its own"),
-            (part, "engine weights", s.parameters * DTYPE_BYTES[dtype], f"vLLM's, in {dtype}{when}"),
+            (part, "engine weights", s.parameters * act, f"vLLM's, in {dtype}{when}"),
             (part, "engine KV cache", self.kv_cache_bytes(cfg, s, setup), kv_note),
+            ("generation", "engine forward", forward + logits, f"{batched} tokens a step; sampler logits"),
         ]
+
+    def batched_tokens(self, cfg: TrainConfig) -> int:
+        """The most tokens one engine step runs (vLLM's ``max_num_batched_tokens``): a whole sequence, and
+        at least 8192."""
+        return max(cfg.env.max_total_tokens, 8192)
+
+    def check_before_load(self, cfg: TrainConfig) -> None:
+        """A LoRA policy under ZeRO-3: its merged weights would be merged from shards (not built yet)."""
+        from train.config import launched_zero_stage
+
+        if cfg.model.lora is not None and launched_zero_stage() == 3:
+            raise ValueError(
+                "rollout.backend: 'vllm_colocate' does not take a LoRA policy under DeepSpeed ZeRO-3 yet (its "
+                "adapter's merge would read sharded weights); use ZeRO-2, or full weights"
+            )
 
     def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:
         colocate = cfg.rollout.colocate
@@ -173,6 +194,7 @@ class ColocateKind(BackendKind):
                 "sleep": colocate.sleep,
                 "seed": cfg.seed,
                 "max_num_seqs": colocate.max_num_seqs,
+                "max_num_batched_tokens": self.batched_tokens(cfg),
             }
         }
 

