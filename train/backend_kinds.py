@@ -170,9 +170,17 @@ class ColocateKind(BackendKind):
         return max(cfg.env.max_total_tokens, 8192)
 
     def check_before_load(self, cfg: TrainConfig) -> None:
-        """A LoRA policy under ZeRO-3: its merged weights would be merged from shards (not built yet)."""
+        """vLLM must be installed here; and no LoRA policy under ZeRO-3 (its merged weights would be merged
+        from shards: not built yet)."""
+        import importlib.util
+
         from train.config import launched_zero_stage
 
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError(
+                "rollout.backend: 'vllm_colocate' runs vLLM in this process, and vLLM is not installed in this "
+                "environment: run ./install.sh --with-vllm, or use backend 'local'"
+            )
         if cfg.model.lora is not None and launched_zero_stage() == 3:
             raise ValueError(
                 "rollout.backend: 'vllm_colocate' does not take a LoRA policy under DeepSpeed ZeRO-3 yet (its "

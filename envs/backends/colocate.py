@@ -51,6 +51,9 @@ from envs.backends.base import BackendError, Sample, SamplingParams, WeightSourc
 from envs.models.adapters import is_adapted, merged_weights
 
 ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+DTYPE_GAP = 0.5
+"""Nats a greedy token of an engine in another dtype than the policy's may lie below the policy's best token,
+and its logprob from the policy's (``ColocatedVllmBackend.check_sync``)."""
 
 
 @dataclass
@@ -210,6 +213,8 @@ class ColocatedVllmBackend:
         """The one thread every engine call runs on (see the module docstring)."""
         self.tokenizer = tokenizer
         self.model_dir = str(model_dir)
+        self.dtype = engine_dtype(dtype)
+        """The engine's dtype, ``auto`` resolved."""
         self.sleep_enabled = sleep and on_cuda()
         """Whether ``release`` puts the engine to sleep (``sleep`` asked for, and a CUDA device)."""
         t0 = time.perf_counter()
@@ -218,7 +223,7 @@ class ColocatedVllmBackend:
             self.model_dir,
             max_model_len,
             kv_cache_bytes,
-            dtype,
+            self.dtype,
             sleep,
             seed,
             max_num_seqs,
@@ -402,8 +407,34 @@ class ColocatedVllmBackend:
         return {"sync/bytes": float(handed), "sync/load_s": float(seconds)}
 
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
-        """Raise if the engine's greedy tokens differ from the policy's."""
-        await compare_greedy(self, weights, tokenizer)
+        """Raise if the engine does not follow the policy. In the policy's own dtype: its greedy tokens must
+        equal the policy's. In another (a bf16 engine beside a float32 policy), rounding alone can turn a
+        greedy choice between two close tokens, so each greedy token of the engine must be within
+        ``DTYPE_GAP`` nats of the policy's best at that position, and its logprob within ``DTYPE_GAP`` of the
+        policy's. Every process checks its own engine."""
+        import torch
+
+        policy = weights.module
+        if self.dtype == str(next(policy.parameters()).dtype).removeprefix("torch."):
+            await compare_greedy(self, weights, tokenizer)
+            return
+        from envs.chat import chat_ids
+
+        prompt = chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
+        (served,) = await self.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=8))
+        ids = torch.tensor([prompt + served.completion_ids], device=next(policy.parameters()).device)
+        with torch.no_grad():
+            logits = policy(ids).logits[0, len(prompt) - 1 : -1].float()
+        logprobs = torch.log_softmax(logits, -1)
+        chosen = logprobs.gather(-1, ids[0, len(prompt) :, None])[:, 0]
+        gaps = (logprobs.max(-1).values - chosen).tolist()
+        apart = (chosen - torch.tensor(served.logprobs, device=chosen.device)).abs().tolist()
+        if max(gaps) > DTYPE_GAP or max(apart) > DTYPE_GAP:
+            raise RuntimeError(
+                f"weight sync check failed: the {self.dtype} engine's greedy tokens {served.completion_ids} are "
+                f"up to {max(gaps):.3f} nats below the policy's best, their logprobs up to {max(apart):.3f} apart "
+                f"(at most {DTYPE_GAP} in another dtype)"
+            )
 
     async def close(self) -> None:
         """Abort what runs, shut the engine down, end its thread when it owns it."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.vllm_fixtures import vllm_in_process_or_skip
 from train import distributed
 from train.backend_kinds import KINDS, ColocateKind, backend_kind
 from train.config import RolloutConfig
@@ -69,7 +70,21 @@ def test_the_build_options_come_from_the_plan() -> None:
     assert ColocateKind().build_options(_cfg("rollout.colocate.kv_cache_gib=1"), None, Setup("cpu", GIB))
 
 
+def test_without_vllm_installed_the_run_stops_before_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a)
+    )
+    with pytest.raises(
+        ValueError, match=r"rollout\.backend: 'vllm_colocate' .* run ./install.sh --with-vllm"
+    ):
+        ColocateKind().check_before_load(_cfg())
+
+
 def test_a_lora_policy_under_zero3_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    vllm_in_process_or_skip()
     cfg = _cfg("model.lora={}")
     ColocateKind().check_before_load(cfg)  # no DeepSpeed: fine
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")

@@ -131,6 +131,30 @@ def test_two_steps_ddp_with_two_cpu_processes(tiny_model_dir: Path, tmp_path: Pa
 
 @pytest.mark.slow
 @pytest.mark.vllm
+def test_two_steps_under_zero3_each_process_with_its_colocated_engine(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Two CPU processes under ZeRO-3, each sampling its share with its own colocated vLLM engine: each
+    gathers the sharded weights module by module into its engine, and checks it after every load."""
+    pytest.importorskip("deepspeed")
+    from tests.support.vllm_fixtures import vllm_in_process_or_skip
+
+    vllm_in_process_or_skip()
+    out = tmp_path / "zero3-colocate"
+    proc = _launch(
+        "deepspeed_zero3.yaml",
+        tiny_model_dir,
+        out,
+        "rollout.backend=vllm_colocate",
+        "rollout.check_sync=true",
+    )
+    steps = _check_run(proc, tiny_model_dir, out)  # check_sync raised in the run if an engine lagged
+    full = (tiny_model_dir / "model.safetensors").stat().st_size
+    assert all(0 < full - r["sync/bytes"] < 8192 for r in steps)  # every weight, gathered (a header aside)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
 def test_two_steps_under_zero3_with_a_vllm_server(
     restore_weights, tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -31,11 +31,9 @@ def engine(tiny_model_dir: Path) -> Iterator[Any]:
 
     from envs.backends.colocate import ColocatedVllmBackend
 
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # float32: the trainer's logprobs, to 1e-4
     backend = ColocatedVllmBackend(
-        tiny_model_dir,
-        AutoTokenizer.from_pretrained(tiny_model_dir),
-        max_model_len=256,
-        kv_cache_bytes=32 << 20,
+        tiny_model_dir, tokenizer, max_model_len=256, kv_cache_bytes=32 << 20, dtype="float32"
     )
     yield backend
     asyncio.run(backend.close())
@@ -159,6 +157,29 @@ def test_a_lora_policy_hands_over_its_merged_weights(engine: Any, tiny_model_dir
         assert engine.sync_stats["sync/bytes"] == sum(p.numel() * 4 for p in plain.parameters())
     finally:
         asyncio.run(engine.sync_weights(OneProcessWeights(_policy(tiny_model_dir)), 0))
+
+
+def test_a_bf16_engine_is_checked_within_rounding_of_a_float32_policy(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """An engine in another dtype than the policy's passes the check on the policy it holds and fails it on
+    another policy (the greedy tokens of a bf16 engine may differ from float32's where two are close)."""
+    from transformers import AutoTokenizer
+
+    from envs.backends.colocate import ColocatedVllmBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    bf16 = ColocatedVllmBackend(
+        tiny_model_dir, tokenizer, max_model_len=256, kv_cache_bytes=32 << 20, dtype="bfloat16"
+    )
+    try:
+        asyncio.run(bf16.check_sync(OneProcessWeights(_policy(tiny_model_dir)), tokenizer))
+        with pytest.raises(
+            RuntimeError, match=r"the bfloat16 engine's greedy tokens .* nats below the policy's best"
+        ):
+            asyncio.run(bf16.check_sync(OneProcessWeights(_other_weights(tmp_path)), tokenizer))
+    finally:
+        asyncio.run(bf16.close())
 
 
 def test_module_by_module_gives_the_checkpoint_names(tiny_model_dir: Path) -> None:
