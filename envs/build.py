@@ -262,8 +262,8 @@ def make_backend(
     when None). ``vllm``: the servers at ``vllm_urls``, which serve
     ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
     ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in this process on ``model_dir``,
-    built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s: ``max_model_len`` at least),
-    its engine calls on ``executor``."""
+    built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s; by default 4096 tokens a
+    sequence and a KV cache of 1 GiB), its engine calls on ``executor``."""
     if backend == "local":
         from envs.backends.local import LocalBackend
 
@@ -300,5 +300,6 @@ def make_backend(
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         options = dict(colocate or {})
         options.setdefault("max_model_len", 4096)
+        options.setdefault("kv_cache_bytes", 1 << 30)  # vLLM's own default takes most of a CPU host's memory
         return ColocatedVllmBackend(model_dir, tokenizer, executor=executor, **options), tokenizer
     raise ValueError(f"backend must be 'local', 'vllm' or 'vllm_colocate', got {backend!r}")

@@ -112,7 +112,9 @@ def _add_eval(sub: _Subcommands) -> None:
     ev.add_argument("--judge-base-url", help="--criteria: the LLM judge's endpoint (criteria without a rule)")
     ev.add_argument("--judge-model", help="--criteria: the LLM judge's model name")
     ev.add_argument("--model", help="'smollm2' (default) or a local model folder")
-    ev.add_argument("--backend", choices=["local", "vllm"], help="inference backend (default local)")
+    ev.add_argument(
+        "--backend", choices=["local", "vllm", "vllm_colocate"], help="inference backend (default local)"
+    )
     ev.add_argument("--vllm-url", dest="vllm_urls", action="append", help="vLLM server root URL (repeatable)")
     ev.add_argument("--n", type=int, help="rollouts per scenario (default 4)")
     ev.add_argument(

@@ -50,7 +50,8 @@ class EvalJob:
     model: str = "smollm2"
     """``smollm2`` or a local model folder."""
     backend: str = "local"
-    """``local`` (transformers in this process) or ``vllm`` (``vllm_urls``)."""
+    """``local`` (transformers in this process), ``vllm_colocate`` (a vLLM engine in this process) or
+    ``vllm`` (``vllm_urls``)."""
     vllm_urls: list[str] = field(default_factory=list)
     """Root URLs of running vLLM servers (backend ``vllm``)."""
     n: int = 4
@@ -110,7 +111,8 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
     model_dir = resolve_model(job.model)
     if job.backend == "vllm" and not job.vllm_urls:
         raise ValueError("backend 'vllm' needs at least one --vllm-url")
-    backend, tokenizer = make_backend(job.backend, model_dir, vllm_urls=job.vllm_urls)
+    colocate = {"max_model_len": job.env.max_total_tokens} if job.backend == "vllm_colocate" else None
+    backend, tokenizer = make_backend(job.backend, model_dir, vllm_urls=job.vllm_urls, colocate=colocate)
     try:
         sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
         env, train, held = make_env(env_config, tokenizer, sampling)

@@ -80,3 +80,28 @@ def _parameter_counts(model_dir: Path) -> list[int]:
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     return [p.numel() for p in model.parameters()]
+
+
+def test_per_prompt_criteria_run_through_it(tiny_model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    vllm_in_process_or_skip()
+    from tests.train.test_criteria_run import rule_only_split
+
+    monkeypatch.chdir(ROOT)
+    train_file, held_file = rule_only_split(tmp_path)
+    cfg = run_config(
+        "criteria_cpu.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        "max_steps=1",
+        f"env.data={train_file}",
+        f"env.eval_data={held_file}",
+        *SMALL_RUN,
+        *COLOCATE,
+        "rollout.prompts_per_step=1",
+        "rollout.inference_dtype=null",
+        "logging.eval_every=0",
+    )
+    result = train(cfg)
+    (step,) = [r for r in metrics(tmp_path / "run") if "reward/mean" in r]
+    assert step["criteria/rule_judged_fraction"] == 1.0 and step["sync/bytes"] > 0
+    assert "healthbench/overall" in result["after"]

@@ -203,7 +203,8 @@ def test_imitation_runs_under_gradient_checkpointing_when_the_model_has_it(tiny_
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    model.activation_checkpointing_enable()
+    # transformers 5.25 renamed it; the trainer calls whichever the installed version has (train.policy)
+    getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     layer = model.model.layers[0]
     checkpointed: list[int] = []
     original = layer._gradient_checkpointing_func

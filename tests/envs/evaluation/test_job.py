@@ -17,11 +17,20 @@ from train.cli import main
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_eval_command_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    "backend", ["local", pytest.param("vllm_colocate", marks=[pytest.mark.vllm, pytest.mark.slow])]
+)
+def test_eval_command_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path, capsys, backend: str) -> None:
+    if backend == "vllm_colocate":  # the colocated vLLM engine in this process
+        from tests.support.vllm_fixtures import vllm_in_process_or_skip
+
+        vllm_in_process_or_skip()
     out = tmp_path / "eval"
     rc = main(
         [
             "eval",
+            "--backend",
+            backend,
             "--rubric",
             str(ROOT / "configs/rubrics/first_responder.yaml"),
             "--scenarios",
