@@ -193,6 +193,13 @@ class InProcessWeights:
         return None
 
 
+def sync_check_prompt(tokenizer: Any) -> list[int]:
+    """The fixed chat prompt whose greedy continuation every backend's sync check compares."""
+    from envs.chat import chat_ids
+
+    return chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
+
+
 async def compare_greedy(
     backend: InferenceBackend, weights: WeightSource, tokenizer: Any, tokens: int = 8
 ) -> None:
@@ -202,9 +209,7 @@ async def compare_greedy(
     collectively); only the main process asks the backend and compares."""
     import torch
 
-    from envs.chat import chat_ids
-
-    prompt = chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
+    prompt = sync_check_prompt(tokenizer)
     policy = weights.module
     ids = torch.tensor([prompt], device=next(policy.parameters()).device)
     with torch.no_grad():

@@ -47,7 +47,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envs.backends.base import BackendError, Sample, SamplingParams, WeightSource, compare_greedy
+from envs.backends.base import (
+    BackendError,
+    Sample,
+    SamplingParams,
+    WeightSource,
+    compare_greedy,
+    sync_check_prompt,
+)
 from envs.models.adapters import is_adapted, merged_weights
 
 ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -418,9 +425,7 @@ class ColocatedVllmBackend:
         if self.dtype == str(next(policy.parameters()).dtype).removeprefix("torch."):
             await compare_greedy(self, weights, tokenizer)
             return
-        from envs.chat import chat_ids
-
-        prompt = chat_ids(tokenizer, [{"role": "user", "content": "Describe the first thing you check."}])
+        prompt = sync_check_prompt(tokenizer)
         (served,) = await self.generate(prompt, SamplingParams(n=1, temperature=0.0, max_tokens=8))
         ids = torch.tensor([prompt + served.completion_ids], device=next(policy.parameters()).device)
         with torch.no_grad():
