@@ -75,6 +75,7 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object
     import torch
     from accelerate import Accelerator
 
+    from rubrics.types import TokenSequence
     from train.backend_kinds import GIB
     from train.batching import collate
     from train.config_files import load_config
@@ -102,11 +103,11 @@ def one_step(folder: str, overrides: list[str], tokens: int) -> dict[str, object
     policy = load_policy(cfg, accelerator)
     generator = torch.Generator().manual_seed(0)
     seqs = [
-        {
-            "ids": torch.randint(0, 16000, (tokens,), generator=generator).tolist(),
-            "loss_mask": [0] + [1] * (tokens - 1),
-            "logprobs": [-2.0] * tokens,
-        }
+        TokenSequence(
+            ids=torch.randint(0, 16000, (tokens,), generator=generator).tolist(),
+            loss_mask=[0] + [1] * (tokens - 1),
+            logprobs=[-2.0] * tokens,
+        )
         for _ in range(SEQUENCES)
     ]
     batch = collate(seqs, [1.0, -1.0] * (SEQUENCES // 2), [False] * SEQUENCES, pad_token_id=0)

@@ -33,10 +33,13 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from rubrics.types import Rollout
 
 ARCHS: dict[str, dict[str, Any]] = {
     "smollm2-135m": {
@@ -143,11 +146,11 @@ class _Counters:
         backend.model.register_forward_pre_hook(pre, with_kwargs=True)
 
 
-def floor_forwards(states: list[dict[str, Any]]) -> int:
+def floor_forwards(rollouts: list[Rollout]) -> int:
     """Decode forwards a step needs when all its rollouts decode together: per turn, the longest reply."""
     longest: dict[int, int] = {}
-    for s in states:
-        for t, turn in enumerate(s.get("trajectory", [])):
+    for rollout in rollouts:
+        for t, turn in enumerate(rollout.trajectory):
             longest[t] = max(longest.get(t, 0), len(turn["completion_ids"]))
     return sum(longest.values())
 
@@ -218,16 +221,16 @@ def main() -> None:
     if args.no_eval:
         overrides += ["env.eval_scenarios=null", "env.eval_fraction=0"]
     cfg = load_config(ROOT / "configs/train/first_responder_cpu.yaml", overrides)
-    states_per_step: list[list[dict[str, Any]]] = []
+    rollouts_per_step: list[list[Rollout]] = []
     import train.orchestrator as orchestrator_module
 
-    real_assign = orchestrator_module.assign_advantages
+    real_scored_groups = orchestrator_module.scored_groups
 
-    def assign_advantages(groups: Any, *args: Any) -> Any:
-        states_per_step.append([s for g in groups for s in g])
-        return real_assign(groups, *args)
+    def scored_groups(groups: Any, *args: Any) -> Any:
+        rollouts_per_step.append([r for g in groups for r in g])
+        return real_scored_groups(groups, *args)
 
-    orchestrator_module.assign_advantages = assign_advantages  # type: ignore[assignment]
+    orchestrator_module.scored_groups = scored_groups  # type: ignore[assignment]
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
@@ -239,12 +242,12 @@ def main() -> None:
     device = torch.cuda.get_device_name() if cuda else "cpu"
     peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in device), None)
     per_step = []
-    for r, states, forwards in zip(steps, states_per_step, counters.steps, strict=False):
+    for r, rollouts, forwards in zip(steps, rollouts_per_step, counters.steps, strict=False):
         n_forwards = len(forwards)
         rows_per_forward = sum(f[0] for f in forwards) / max(n_forwards, 1)
         in_flight_per_forward = sum(f[1] for f in forwards) / max(n_forwards, 1)
-        trained_tokens = sum(len(s.get("sequence", {}).get("ids", [])) for s in states)
-        floor = floor_forwards(states)
+        trained_tokens = sum(len(x.sequence.ids) for x in rollouts if x.sequence is not None)
+        floor = floor_forwards(rollouts)
         flops = 6.0 * n_params * trained_tokens
         per_step.append(
             {

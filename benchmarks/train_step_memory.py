@@ -51,6 +51,7 @@ def one_step(
     """Load the policy as the trainer does and time ``steps`` ``train_step`` calls on a synthetic batch."""
     import torch
 
+    from rubrics.types import TokenSequence
     from train.batching import collate
     from train.config_files import load_config
     from train.distributed import make_accelerator, peak_rss_gib, tune_host_allocator
@@ -83,7 +84,8 @@ def one_step(
         seq["logprobs"] = [-2.0] * len(seq["ids"])
     lengths = [len(seq["ids"]) for seq in seqs]
     advantages = [1.0 if i % 2 else -1.0 for i in range(sequences)]
-    batch = collate(seqs, advantages, [False] * sequences, pad_token_id=0)
+    rows = [TokenSequence(s["ids"], s["loss_mask"], s["logprobs"]) for s in seqs]
+    batch = collate(rows, advantages, [False] * sequences, pad_token_id=0)
     before = peak_rss_gib()
     times = []
     for _ in range(steps):

@@ -5,7 +5,7 @@ The reward is the autograder's score (``rubrics.autograders.scoring``: normalise
 clipped to [0, 1] per rollout, the all-negative rule, or the holistic score), or with ``clip_reward=False``
 HealthBench's unclipped per-example score (the points met over the positive points, ``criteria_reward``);
 criteria that carry a rule are judged offline by it, the others by the LLM autograder (``RuleFirstGrader``).
-Every rollout keeps its verdicts in ``state["criteria"]`` (``rubrics.types.CriteriaVerdicts``, written to
+Every rollout keeps its verdicts in ``rollout.criteria`` (``rubrics.types.CriteriaVerdicts``, written to
 ``rollouts.jsonl``): the example id, the autograder's score, the raw points, the positive points, the example's
 tags and one verdict per criterion (name, weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
@@ -25,9 +25,10 @@ from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
 from rubrics.criteria_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
-from rubrics.multistep.probe import PolicyScore, Rollout, score_rollouts
+from rubrics.multistep.probe import PolicyScore, score_rollouts
+from rubrics.multistep.probe import Rollout as ProbeRollout
 from rubrics.rubric import Rubric
-from rubrics.types import CriteriaVerdicts, CriterionVerdict, Messages, RewardWithMetrics, State
+from rubrics.types import CriteriaVerdicts, CriterionVerdict, Messages, RewardWithMetrics, Rollout
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful, knowledgeable assistant. Answer the user's question directly and specifically, "
@@ -74,10 +75,6 @@ class CriteriaEnv(SingleTurnEnv):
             max_total_tokens=max_total_tokens,
         )
 
-    def example_of(self, state: State) -> CriteriaExample:
-        """The ``CriteriaExample`` a rollout state plays (its id is ``info["scenario"]``)."""
-        return self.example_named(str((state.get("info") or {}).get("scenario", "")))
-
     def example_named(self, key: str) -> CriteriaExample:
         """The ``CriteriaExample`` with id ``key`` (``Example.name``)."""
         try:
@@ -86,29 +83,37 @@ class CriteriaEnv(SingleTurnEnv):
             raise KeyError(f"no criteria example with id {key!r} in this environment") from None
 
     def _rubric(self) -> Rubric:
-        async def criteria(completion: Messages | str | None, state: State) -> RewardWithMetrics:
-            return await self.grade(state, response_text(completion))
+        async def criteria(
+            completion: Messages | str | None, rollout: Rollout, example: Example
+        ) -> RewardWithMetrics:
+            if example is None or example.criteria is None:
+                raise ValueError(
+                    "the criteria reward scores rollouts of a criteria example (an environment's)"
+                )
+            rollout.criteria = await self.grade(example.criteria, response_text(completion))
+            return RewardWithMetrics(self.reward_of(rollout.criteria))
 
         return Rubric(funcs=[criteria], weights=[1.0])
 
-    async def grade(self, state: State, text: str) -> RewardWithMetrics:
-        """Grade ``text`` as the reply of ``state``'s example; leaves the verdicts in ``state["criteria"]``."""
-        example = self.example_of(state)
+    async def grade(self, example: CriteriaExample, text: str) -> CriteriaVerdicts:
+        """The verdicts on ``text`` as the reply to ``example``."""
         reference = example.reference_answer if self.show_reference else None
         report = await self.grader.grade(example.criteria, text, query=example.query, reference=reference)
-        possible = example.positive_points
-        state["criteria"] = CriteriaVerdicts(
+        return CriteriaVerdicts(
             example=example.id,
             score=report.score,
             raw_score=report.raw_score,
-            possible=possible,
+            possible=example.positive_points,
             example_tags=list(example.tags),
             verdicts=[
                 CriterionVerdict(r.name, r.weight, list(r.tags), r.verdict == "MET", r.judged_by)
                 for r in report.report or []
             ],
         )
-        return RewardWithMetrics(criteria_reward(report.score, report.raw_score, possible, self.clip_reward))
+
+    def reward_of(self, verdicts: CriteriaVerdicts) -> float:
+        """The reward of a graded reply (``criteria_reward`` under ``clip_reward``)."""
+        return criteria_reward(verdicts.score, verdicts.raw_score, verdicts.possible, self.clip_reward)
 
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
@@ -122,9 +127,8 @@ class CriteriaEnv(SingleTurnEnv):
                 text = trivial_reply(policy, example)
                 if text is None:
                     continue
-                state: State = {"info": {"scenario": example.id}}
-                scored = await self.grade(state, text)
-                rollouts.append(Rollout(example.id, scored.value, []))
+                reward = self.reward_of(await self.grade(example, text))
+                rollouts.append(ProbeRollout(example.id, reward, []))
             if rollouts:
                 rows.append(score_rollouts(policy, rollouts, []))
         return rows

@@ -4,8 +4,10 @@ backend.
 ``Environment`` holds the dataset, the rubric, the system prompt, the sampling settings, the turn limit
 and a per-rollout token budget. ``SingleTurnEnv`` samples a whole group in one request; ``MultiTurnEnv``
 alternates model replies and environment messages (``env_response``) until ``is_completed`` says so, the
-turn limit or the token budget; subclasses fill in its hooks (``setup_state``, ``is_completed``,
-``env_response``, ``finish_rollout``) and never rewrite its loop. Every rollout state carries the
+turn limit or the token budget; subclasses fill in its hooks (``setup``, ``is_completed``, ``env_response``,
+``finish``), each given the example and the typed ``rubrics.types.Rollout``, and never rewrite its loop. A
+multi-turn environment keeps its own bookkeeping of a rollout in progress in a type of its own
+(``MultiTurnEnv[P]``: ``setup`` returns it, the other hooks receive it). Every rollout carries the
 trajectory (the exact ids the engine consumed and produced, logprobs; ``docs/architecture.md``), timing per
 phase and a ``StopReason`` value.
 """
@@ -17,7 +19,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
 from envs.chat import chat_ids, next_turn_ids
@@ -27,27 +29,21 @@ from envs.sequence import build_sequence
 from rubrics.advantages import ReplyCredit
 from rubrics.multistep.probe import PolicyScore
 from rubrics.rubric import Rubric
-from rubrics.types import Messages, State, StopReason, TrajectoryStep
+from rubrics.types import Messages, Rollout, StopReason, TrajectoryStep
+
+P = TypeVar("P")
+"""A multi-turn environment's bookkeeping of one rollout in progress (``MultiTurnEnv.setup`` makes it)."""
 
 
-def completion_messages(state: State) -> list[dict[str, Any]]:
-    """The state's completion as the message list that multi-turn rollouts build."""
-    completion = state.setdefault("completion", [])
-    if not isinstance(completion, list):
+def completion_messages(rollout: Rollout) -> list[dict[str, Any]]:
+    """The rollout's completion as the message list that multi-turn rollouts build."""
+    if not isinstance(rollout.completion, list):
         raise TypeError("this rollout's completion is a string; environments build message lists")
-    return completion
+    return rollout.completion
 
 
-def mark_failed(state: State, cause: str, message: str) -> None:
-    """Mark a rollout that failed: ``error`` (the message), ``error_cause`` (its kind, for metrics) and the
-    stop reason ``error``."""
-    state["error"] = message
-    state["error_cause"] = cause
-    state["stop_reason"] = StopReason.ERROR.value
-
-
-def _prompt_too_long(state: State, tokens: int, budget: int) -> None:
-    mark_failed(state, "prompt_too_long", f"prompt of {tokens} tokens exceeds the token budget {budget}")
+def _prompt_too_long(rollout: Rollout, tokens: int, budget: int) -> None:
+    rollout.fail("prompt_too_long", f"prompt of {tokens} tokens exceeds the token budget {budget}")
 
 
 class Environment:
@@ -110,9 +106,9 @@ class Environment:
         ``advantage.credit: turn`` needs). Default: no."""
         return False
 
-    def reply_credit(self, state: State) -> list[ReplyCredit]:
-        """Each model reply of the scored rollout ``state``, in order: the node it answered and its
-        reward-to-go (``rubrics.advantages.assign_reply_advantages`` normalises them). Only where
+    def reply_credit(self, example: Example, rollout: Rollout) -> list[ReplyCredit]:
+        """Each model reply of the scored ``rollout`` of ``example``, in order: the node it answered and its
+        reward-to-go (``rubrics.advantages.reply_credit_per_node`` normalises them). Only where
         ``credits_replies``."""
         raise NotImplementedError(f"{type(self).__name__} does not credit replies one by one")
 
@@ -134,22 +130,21 @@ class Environment:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages
 
-    def new_state(self, example: Example, messages: list[dict[str, Any]]) -> State:
-        """A fresh rollout state for ``example``."""
-        return {
-            "prompt": messages,
-            "completion": [],
-            "answer": example.answer,
-            "task": example.task,
-            "info": example.info,
-            "trajectory": [],
-            "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
-            "turn": 0,
-            "is_truncated": False,
-        }
+    def new_rollout(self, example: Example, messages: list[dict[str, Any]]) -> Rollout:
+        """A fresh rollout of ``example`` that opens with ``messages``."""
+        return Rollout(
+            prompt=messages,
+            completion=[],
+            answer=example.answer,
+            task=example.task,
+            info=example.info,
+            timing={"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+        )
 
-    def record_turn(self, state: State, prompt_ids: list[int], sample: Sample, messages: Messages) -> None:
-        """Append one model turn to the state's trajectory and completion."""
+    def record_turn(
+        self, rollout: Rollout, prompt_ids: list[int], sample: Sample, messages: Messages
+    ) -> None:
+        """Append one model turn to the rollout's trajectory and completion."""
         step: TrajectoryStep = {
             "prompt_ids": list(prompt_ids),
             "completion_ids": list(sample.completion_ids),
@@ -159,65 +154,58 @@ class Environment:
         }
         if "weight_version" in sample.meta:
             step["weight_version"] = int(sample.meta["weight_version"])
-        state["trajectory"].append(step)
-        completion_messages(state).append({"role": "assistant", "content": sample.text})
-        state["turn"] = state.get("turn", 0) + 1
-        state["is_truncated"] = sample.finish_reason == "length"
+        rollout.trajectory.append(step)
+        completion_messages(rollout).append({"role": "assistant", "content": sample.text})
+        rollout.turn += 1
+        rollout.is_truncated = sample.finish_reason == "length"
 
-    def finish_rollout(self, state: State) -> State:
-        """Attach the flattened training sequence (ids, loss mask on model tokens, logprobs). Called once a
-        rollout that ran has stopped (its ``stop_reason`` set); subclasses extend it to tear down."""
-        if state.get("trajectory"):
-            seq = build_sequence(state["trajectory"])
-            state["sequence"] = {
-                "ids": seq.ids,
-                "loss_mask": seq.loss_mask,
-                "logprobs": seq.logprobs,
-                "replies": seq.replies,
-            }
-        return state
+    @staticmethod
+    def attach_sequence(rollout: Rollout) -> None:
+        """Attach the training sequence (ids, loss mask on model tokens, logprobs) to a rollout that ran and
+        has stopped (its ``stop_reason`` set)."""
+        if rollout.trajectory:
+            rollout.sequence = build_sequence(rollout.trajectory)
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
         """``n`` rollouts of one example (a GRPO group), unscored."""
         raise NotImplementedError
 
-    def failed_rollout(self, example: Example, exc: Exception) -> State:
-        """A rollout that raised ``exc``: a fresh state marked with the error and its cause."""
-        state = self.new_state(example, self.initial_messages(example))
-        mark_failed(state, type(exc).__name__, f"{type(exc).__name__}: {exc}")
-        return state
+    def failed_rollout(self, example: Example, exc: Exception) -> Rollout:
+        """A rollout that raised ``exc``: a fresh one marked with the error and its cause."""
+        rollout = self.new_rollout(example, self.initial_messages(example))
+        rollout.fail(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        return rollout
 
-    async def run_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
-        """``n`` rollouts of one example, scored with the rubric: rewards and metrics. Advantages are the
-        caller's, over the groups it holds (``rubrics.advantages.assign_advantages``).
+    async def run_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
+        """``n`` rollouts of one example, scored with the rubric (the example injected as ``example``):
+        rewards and metrics. Advantages are the caller's, over the groups it holds
+        (``rubrics.advantages.episode_credit``).
 
         A rollout that failed (the backend, a judge after its retries, the chat template) is marked and
         left out of scoring: reward NaN, later advantage 0.0, out of its group's baseline and of the loss.
         The other rollouts of the group go on."""
         start = time.perf_counter()
-        states = await self.rollout_group(example, backend, n)
-        await self.rubric.score_rewards([s for s in states if not s.get("error")])
-        for s in states:
-            if (
-                s.get("error") and "reward" not in s
-            ):  # failed before scoring (scoring errors keep their metrics)
-                s["reward"], s["metrics"] = math.nan, {}
-            s["timing"]["total_ms"] = (time.perf_counter() - start) * 1000.0
-        return states
+        rollouts = await self.rollout_group(example, backend, n)
+        await self.rubric.score_rollouts([r for r in rollouts if not r.error], example)
+        for r in rollouts:
+            if r.reward is None:  # failed before scoring (scoring errors keep their metrics)
+                r.reward, r.metrics = math.nan, {}
+            r.timing["total_ms"] = (time.perf_counter() - start) * 1000.0
+        return rollouts
 
 
 class SingleTurnEnv(Environment):
     """One model reply per rollout; the whole group is sampled in one request."""
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
         messages = self.initial_messages(example)
         prompt_ids = chat_ids(self.tokenizer, messages)
         budget = self.max_total_tokens - len(prompt_ids)
-        states = [self.new_state(example, messages) for _ in range(n)]
+        rollouts = [self.new_rollout(example, messages) for _ in range(n)]
         if budget < 1:
-            for s in states:
-                _prompt_too_long(s, len(prompt_ids), self.max_total_tokens)
-            return states
+            for r in rollouts:
+                _prompt_too_long(r, len(prompt_ids), self.max_total_tokens)
+            return rollouts
         start = time.perf_counter()
         try:
             samples = await backend.generate(
@@ -226,79 +214,89 @@ class SingleTurnEnv(Environment):
         except Exception as exc:  # one request for the whole group: every rollout of it failed
             return [self.failed_rollout(example, exc) for _ in range(n)]
         elapsed = (time.perf_counter() - start) * 1000.0
-        for state, sample in zip(states, samples, strict=True):
-            self.record_turn(state, prompt_ids, sample, messages)
-            state["timing"]["generation_ms"] = elapsed
+        for rollout, sample in zip(rollouts, samples, strict=True):
+            self.record_turn(rollout, prompt_ids, sample, messages)
+            rollout.timing["generation_ms"] = elapsed
             reason = StopReason.MAX_TOKENS if sample.finish_reason == "length" else StopReason.COMPLETED
-            state["stop_reason"] = reason.value
-            self.finish_rollout(state)
-        return states
+            rollout.stop_reason = reason.value
+            self.attach_sequence(rollout)
+        return rollouts
 
 
-class MultiTurnEnv(Environment):
+class MultiTurnEnv(Environment, Generic[P]):
     """Model replies alternate with environment messages until ``is_completed``, ``max_turns`` or the
-    token budget. Subclasses implement ``env_response`` and may override ``is_completed``,
-    ``setup_state`` (per-rollout setup) and ``finish_rollout`` (per-rollout teardown).
+    token budget. Subclasses implement ``env_response`` and may override ``setup`` (per-rollout setup: it
+    returns the environment's bookkeeping ``P`` of the rollout, which every later hook receives),
+    ``is_completed`` and ``finish`` (per-rollout teardown, before the training sequence is attached).
 
     After each reply the loop asks, in order: ``is_completed`` (stop with its reason), ``max_turns``
     (stop: ``max_turns``), ``env_response`` (no messages: stop, ``completed``), the token budget (no room
     for the messages and another reply: stop before them, ``token_budget``). A rollout therefore always
     ends on a model reply. Each reply may use at most the tokens left in the budget."""
 
-    async def setup_state(self, state: State) -> None:
-        """Per-rollout setup, once the prompt fits the budget and before the first reply (default: none)."""
+    async def setup(self, example: Example, rollout: Rollout) -> P:
+        """Per-rollout setup, once the prompt fits the budget and before the first reply; returns what the
+        environment tracks while the rollout runs (default: None)."""
+        return None  # type: ignore[return-value]
 
-    async def env_response(self, messages: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
+    async def env_response(
+        self, example: Example, rollout: Rollout, progress: P, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """The environment's next messages (usually one user message) after the model's reply."""
         raise NotImplementedError
 
-    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
+    async def is_completed(
+        self, example: Example, rollout: Rollout, progress: P, messages: list[dict[str, Any]]
+    ) -> bool | StopReason:
         """Whether the rollout is finished after the latest reply (the last of ``messages``): False to go
-        on; a ``StopReason`` to stop with it; True to stop with ``state["stop_reason"]`` when the subclass
+        on; a ``StopReason`` to stop with it; True to stop with ``rollout.stop_reason`` when the subclass
         set one, else ``completed``."""
         return False
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[State]:
+    def finish(self, example: Example, rollout: Rollout, progress: P) -> None:
+        """Per-rollout teardown once the rollout has stopped (its ``stop_reason`` set; default: none)."""
+
+    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
         return list(await asyncio.gather(*(self._rollout_or_failure(example, backend) for _ in range(n))))
 
-    async def _rollout_or_failure(self, example: Example, backend: InferenceBackend) -> State:
-        """``rollout``, or a failed state when it raised: one rollout's failure ends only that rollout."""
+    async def _rollout_or_failure(self, example: Example, backend: InferenceBackend) -> Rollout:
+        """``rollout``, or a failed rollout when it raised: one rollout's failure ends only that rollout."""
         try:
             return await self.rollout(example, backend)
         except Exception as exc:
             return self.failed_rollout(example, exc)
 
-    async def rollout(self, example: Example, backend: InferenceBackend) -> State:
+    async def rollout(self, example: Example, backend: InferenceBackend) -> Rollout:
         """One multi-turn rollout."""
         messages = self.initial_messages(example)
-        state = self.new_state(example, messages)
+        rollout = self.new_rollout(example, messages)
         prompt_ids = chat_ids(self.tokenizer, messages)
         if len(prompt_ids) >= self.max_total_tokens:
-            _prompt_too_long(state, len(prompt_ids), self.max_total_tokens)
-            return state
-        await self.setup_state(state)
+            _prompt_too_long(rollout, len(prompt_ids), self.max_total_tokens)
+            return rollout
+        progress = await self.setup(example, rollout)
         while True:
             budget = self.max_total_tokens - len(prompt_ids)  # >= 1: checked before the prompt grew
             start = time.perf_counter()
             (sample,) = await backend.generate(
                 prompt_ids, replace(self.sampling, n=1, max_tokens=min(self.sampling.max_tokens, budget))
             )
-            state["timing"]["generation_ms"] += (time.perf_counter() - start) * 1000.0
-            self.record_turn(state, prompt_ids, sample, messages)
+            rollout.timing["generation_ms"] += (time.perf_counter() - start) * 1000.0
+            self.record_turn(rollout, prompt_ids, sample, messages)
             messages = [*messages, {"role": "assistant", "content": sample.text}]
-            completed = await self.is_completed(messages, state)
+            completed = await self.is_completed(example, rollout, progress, messages)
             if completed:
                 if isinstance(completed, StopReason):
-                    state["stop_reason"] = completed.value
-                else:
-                    state.setdefault("stop_reason", StopReason.COMPLETED.value)
+                    rollout.stop_reason = completed.value
+                elif rollout.stop_reason is None:
+                    rollout.stop_reason = StopReason.COMPLETED.value
                 break
-            if state["turn"] >= self.max_turns:
-                state["stop_reason"] = StopReason.MAX_TURNS.value
+            if rollout.turn >= self.max_turns:
+                rollout.stop_reason = StopReason.MAX_TURNS.value
                 break
-            reply = await self.env_response(messages, state)
+            reply = await self.env_response(example, rollout, progress, messages)
             if not reply:
-                state["stop_reason"] = StopReason.COMPLETED.value
+                rollout.stop_reason = StopReason.COMPLETED.value
                 break
             new_messages = [*messages, *reply]
             new_ids = (
@@ -307,8 +305,10 @@ class MultiTurnEnv(Environment):
                 + next_turn_ids(self.tokenizer, prompt_ids, sample.completion_ids, new_messages)
             )
             if len(new_ids) >= self.max_total_tokens:  # no room for another reply: stop before the message
-                state["stop_reason"] = StopReason.TOKEN_BUDGET.value
+                rollout.stop_reason = StopReason.TOKEN_BUDGET.value
                 break
-            completion_messages(state).extend(reply)
+            completion_messages(rollout).extend(reply)
             prompt_ids, messages = new_ids, new_messages
-        return self.finish_rollout(state)
+        self.finish(example, rollout, progress)
+        self.attach_sequence(rollout)
+        return rollout

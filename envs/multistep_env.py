@@ -11,10 +11,10 @@ The walk (``rubrics.multistep.walk.Walk``) owns that routing and the stop reason
 is a plain ``MultiTurnEnv`` that asks it, after each reply, what to reveal (``env_response``) or whether
 it is done (``is_completed``). A rollout stops when nothing is left to judge (``terminal``: every branch
 reached its end; ``incorrect``: some branch was closed; ``missing_ground_truth``), at ``max_turns`` or at
-the token budget (``token_budget``). The walk in progress lives in ``state["progress"]``; when the rollout
-ends its verdicts, with the stop reason, are left in ``state["multistep"]`` (an ``EvaluationResult``) so
-the rubric computes the reward without judging anything twice; judging time adds up in
-``state["timing"]["judge_ms"]``.
+the token budget (``token_budget``). The walk in progress is the environment's bookkeeping of the rollout
+(``Progress``, what ``setup`` returns and the other hooks receive); when the rollout ends its verdicts, with
+the stop reason, are left in ``rollout.multistep`` (an ``EvaluationResult``) so the rubric computes the
+reward without judging anything twice; judging time adds up in ``rollout.timing["judge_ms"]``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import Walk, truth_of
 from rubrics.rubric import Rubric
-from rubrics.types import EvaluationResult, State, StopReason
+from rubrics.types import Rollout, StopReason
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are working through a real situation that unfolds over several turns. In each reply, say what you "
@@ -52,7 +52,7 @@ def scenario_of(example: Example) -> Scenario:
     return example.scenario
 
 
-class MultiStepMultiTurnEnv(MultiTurnEnv):
+class MultiStepMultiTurnEnv(MultiTurnEnv["Progress"]):
     """Progressive reveal: satisfied requirements reveal the next piece of the scenario."""
 
     def __init__(
@@ -101,71 +101,69 @@ class MultiStepMultiTurnEnv(MultiTurnEnv):
             keys.append(f"{root}={truth['answer'] if truth is not None else None}")
         return ",".join(keys)
 
-    def new_state(self, example: Example, messages: list[dict[str, Any]]) -> State:
-        """A fresh rollout state that also counts judging time (``timing["judge_ms"]``)."""
-        state = super().new_state(example, messages)
-        state["timing"]["judge_ms"] = 0.0
-        return state
+    def new_rollout(self, example: Example, messages: list[dict[str, Any]]) -> Rollout:
+        """A fresh rollout that also counts judging time (``timing["judge_ms"]``)."""
+        rollout = super().new_rollout(example, messages)
+        rollout.timing["judge_ms"] = 0.0
+        return rollout
 
     @property
     def credits_replies(self) -> bool:
         """Yes, when the reward is the multi-step rubric's own (its verdicts are what is credited)."""
         return self.rubric is self.multistep_rubric
 
-    def reply_credit(self, state: State) -> list[ReplyCredit]:
+    def reply_credit(self, example: Example, rollout: Rollout) -> list[ReplyCredit]:
         """Per reply: the node it answered (the requirements the walk was waiting on, ``reply_nodes``) and its
         reward-to-go, the rubric's reward strategy over the verdicts made on this reply and every later one,
         against the scenario's ideal walk. The first reply's is the rollout's reward."""
-        result = state["multistep"]
-        assert isinstance(result, EvaluationResult)
-        ideal = self.multistep_rubric.ideal_walk(state["answer"]).results
+        if rollout.multistep is None or rollout.reply_nodes is None:
+            raise ValueError("reply_credit: the rollout has no walk (it failed before its first reply)")
+        results = rollout.multistep.results
+        ideal = self.multistep_rubric.ideal_walk(scenario_of(example).answers).results
         strategy = self.multistep_rubric.reward_strategy
         return [
-            ReplyCredit(node, strategy([r for r in result.results if r.turn > k], ideal))
-            for k, node in enumerate(state["reply_nodes"])  # verdicts of reply k carry turn k + 1
+            ReplyCredit(node, strategy([r for r in results if r.turn > k], ideal))
+            for k, node in enumerate(rollout.reply_nodes)  # verdicts of reply k carry turn k + 1
         ]
 
-    async def setup_state(self, state: State) -> None:
-        """A fresh walk over the scenario's ground truth (``answer``) and reveals (``info``); the node each
-        reply answers is kept in ``state["reply_nodes"]``."""
-        reveals = state["info"].get("revealed_info", {})
-        state["progress"] = _Progress(self.multistep_rubric.walk(state["answer"], reveals))
-        state["reply_nodes"] = []
+    async def setup(self, example: Example, rollout: Rollout) -> Progress:
+        """A fresh walk over the scenario's ground truth and reveals; the node each reply answers is kept in
+        ``rollout.reply_nodes``."""
+        scenario = scenario_of(example)
+        rollout.reply_nodes = []
+        return Progress(self.multistep_rubric.walk(scenario.answers, scenario.revealed_info))
 
-    async def is_completed(self, messages: list[dict[str, Any]], state: State) -> bool | StopReason:
+    async def is_completed(
+        self, example: Example, rollout: Rollout, progress: Progress, messages: list[dict[str, Any]]
+    ) -> bool | StopReason:
         """Judge the latest reply as far as it goes; done when the walk has nothing left to judge."""
-        progress = _progress(state)
-        state["reply_nodes"].append("+".join(sorted(progress.walk.frontier)))
+        assert rollout.reply_nodes is not None  # setup made it
+        rollout.reply_nodes.append("+".join(sorted(progress.walk.frontier)))
         start = time.perf_counter()
-        advance = await progress.walk.advance(messages[:-1], messages[-1:], state["turn"])
-        state["timing"]["judge_ms"] += (time.perf_counter() - start) * 1000.0
+        advance = await progress.walk.advance(messages[:-1], messages[-1:], rollout.turn)
+        rollout.timing["judge_ms"] += (time.perf_counter() - start) * 1000.0
         progress.reveals = advance.reveals
         return advance.stop_reason or False
 
-    async def env_response(self, messages: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
+    async def env_response(
+        self, example: Example, rollout: Rollout, progress: Progress, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """The texts the latest reply revealed, as one user message."""
-        return [{"role": "user", "content": "\n\n".join(_progress(state).reveals)}]
+        return [{"role": "user", "content": "\n\n".join(progress.reveals)}]
 
-    def finish_rollout(self, state: State) -> State:
-        """Leave the verdicts, with the rollout's stop reason, in ``state["multistep"]``."""
-        result = _progress(state).walk.result
-        del state["progress"]
-        result.stop_reason = StopReason(state["stop_reason"])
-        state["multistep"] = result
-        return super().finish_rollout(state)
+    def finish(self, example: Example, rollout: Rollout, progress: Progress) -> None:
+        """Leave the verdicts, with the rollout's stop reason, in ``rollout.multistep``."""
+        result = progress.walk.result
+        assert rollout.stop_reason is not None  # the loop set it before the teardown
+        result.stop_reason = StopReason(rollout.stop_reason)
+        rollout.multistep = result
 
 
 @dataclass
-class _Progress:
+class Progress:
     """Where one rollout's walk stands while it runs."""
 
     walk: Walk
     """The walk over the scenario, advanced once per model reply."""
     reveals: list[str] = field(default_factory=list)
     """Texts the latest reply revealed: the next user message."""
-
-
-def _progress(state: State) -> _Progress:
-    progress = state["progress"]
-    assert isinstance(progress, _Progress)
-    return progress

@@ -1,6 +1,6 @@
-"""``ScoredRollout``: one finished, scored rollout with its advantage, typed, with only the fields that exist
-for it; built once from the environment's ``State`` (``ScoredRollout.from_state``) and never read as a
-dict after.
+"""``ScoredRollout``: one finished, scored rollout with its advantage, frozen, built once from the
+environment's ``rubrics.types.Rollout`` and its credit (``ScoredRollout.from_rollout``); ``RolloutGroup``:
+the G scored rollouts of one example, the one group type of training and evaluation (``scored_groups``).
 
 Training and evaluation both use it. The trainer's orchestrator builds one per rollout of a step
 (``train.orchestrator``): the batch, the step's metrics, the environment's ``step_metrics``, the failure
@@ -14,15 +14,14 @@ data in one place, ``to_dict`` (a line of ``rollouts.jsonl``), and is read back 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from envs.sequence import TokenSequence
-from rubrics.advantages import ReplyCredit
+from rubrics.advantages import GroupCredit, ReplyCredit, RolloutCredit
 from rubrics.intervals import cluster_of
 from rubrics.multistep.probe import Rollout as ProbeRollout
-from rubrics.types import CriteriaVerdicts, EvaluationResult, Messages, State, TrajectoryStep
+from rubrics.types import CriteriaVerdicts, EvaluationResult, Messages, Rollout, TokenSequence, TrajectoryStep
 
 SCORING_FAILED = "reward_function"
 """The ``error_cause`` of a rollout that ran and whose scoring failed (``rubrics.rubric.write_score``)."""
@@ -113,13 +112,36 @@ class ScoredRollout:
         return ProbeRollout(self.scenario, self.reward, self.multistep.results if self.multistep else [])
 
     @classmethod
-    def from_state(cls, state: State) -> ScoredRollout:
-        """The rollout of a finished state an environment scored and ``rubrics.advantages`` gave an advantage.
+    def from_rollout(cls, rollout: Rollout, credit: RolloutCredit) -> ScoredRollout:
+        """The finished ``rollout``, scored, with its ``credit`` (``rubrics.advantages``).
 
         Raises:
-            ValueError: a key is missing (the advantage included), or the state holds one this type does not
-                (``progress``): written out, it would be lost."""
-        return cls._build(state, plain=False)
+            ValueError: it was never scored, or has no stop reason."""
+        if rollout.reward is None or rollout.stop_reason is None:
+            raise ValueError("a scored rollout needs a reward and a stop reason: score the rollout first")
+        return cls(
+            prompt=rollout.prompt,
+            completion=rollout.completion,
+            answer=rollout.answer,
+            task=rollout.task,
+            info=rollout.info,
+            trajectory=rollout.trajectory,
+            timing=rollout.timing,
+            turn=rollout.turn,
+            is_truncated=rollout.is_truncated,
+            stop_reason=rollout.stop_reason,
+            reward=rollout.reward,
+            metrics=rollout.metrics,
+            advantage=credit.advantage,
+            reply_nodes=rollout.reply_nodes,
+            multistep=rollout.multistep,
+            sequence=rollout.sequence,
+            criteria=rollout.criteria,
+            error=rollout.error,
+            error_cause=rollout.error_cause,
+            reply_credit=credit.reply_credit,
+            reply_advantages=credit.reply_advantages,
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScoredRollout:
@@ -127,10 +149,10 @@ class ScoredRollout:
 
         Raises:
             ValueError: naming the field that is missing, unknown or of the wrong form."""
-        return cls._build(data, plain=True)
+        return cls._build(data)
 
     @classmethod
-    def _build(cls, data: Mapping[str, Any], plain: bool) -> ScoredRollout:
+    def _build(cls, data: Mapping[str, Any]) -> ScoredRollout:
         unknown = [k for k in data if k not in cls.__dataclass_fields__]
         if unknown:
             raise ValueError(f"field {unknown[0]!r} is not one of a scored rollout")
@@ -139,9 +161,6 @@ class ScoredRollout:
             raise ValueError(f"field {missing[0]!r} is missing")
         try:
             multistep, criteria, sequence = data.get("multistep"), data.get("criteria"), data.get("sequence")
-            if plain:
-                multistep = None if multistep is None else EvaluationResult.from_dict(multistep)
-                criteria = None if criteria is None else CriteriaVerdicts.from_dict(criteria)
             credit = data.get("reply_credit")
             return cls(
                 **{k: data[k] for k in _ALWAYS},
@@ -150,9 +169,9 @@ class ScoredRollout:
                 if credit is None
                 else [ReplyCredit(str(c["node"]), c["reward_to_go"]) for c in credit],
                 reply_advantages=data.get("reply_advantages"),
-                multistep=multistep,
+                multistep=None if multistep is None else EvaluationResult.from_dict(multistep),
                 sequence=None if sequence is None else TokenSequence.from_dict(sequence),
-                criteria=criteria,
+                criteria=None if criteria is None else CriteriaVerdicts.from_dict(criteria),
                 error=data.get("error"),
                 error_cause=data.get("error_cause"),
             )
@@ -224,3 +243,42 @@ _ALWAYS = (
     "advantage",
 )
 """The keys every scored rollout of an environment has."""
+
+
+@dataclass(frozen=True)
+class RolloutGroup:
+    """The G rollouts of one example, scored, with their advantages."""
+
+    rollouts: list[ScoredRollout]
+    """[G] in the order the environment returned them."""
+    zero_variance: bool
+    """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
+    kept: bool
+    """Trained on; False when dropped (no healthy rollout, or zero variance and such groups are dropped)."""
+    guides: list[ScoredRollout] = field(default_factory=list)
+    """The replayed demonstrations of a guided group (``rollout.guide``): in the group's baseline and in the
+    batch, never in the step's reward or rollout metrics (they were not sampled)."""
+
+    @property
+    def trained(self) -> list[ScoredRollout]:
+        """Every rollout the batch takes: the sampled ones, then the guides."""
+        return [*self.rollouts, *self.guides]
+
+
+def rewards_and_errors(groups: Sequence[Sequence[Rollout]]) -> tuple[list[list[float]], list[list[bool]]]:
+    """``rewards_NG`` and ``errored_NG`` of scored groups: what ``rubrics.advantages`` computes from."""
+    rewards_NG = [[math.nan if r.reward is None else r.reward for r in g] for g in groups]
+    return rewards_NG, [[bool(r.error) for r in g] for g in groups]
+
+
+def scored_groups(
+    groups: Sequence[Sequence[Rollout]], credits: Sequence[GroupCredit], sampled: int | None = None
+) -> list[RolloutGroup]:
+    """Each group's rollouts with their credit, frozen; the first ``sampled`` of a group (all when None) are
+    its sampled rollouts, the rest its guides."""
+    out = []
+    for rollouts, credit in zip(groups, credits, strict=True):
+        scored = [ScoredRollout.from_rollout(r, c) for r, c in zip(rollouts, credit.rollouts_G, strict=True)]
+        cut = len(scored) if sampled is None else sampled
+        out.append(RolloutGroup(scored[:cut], credit.zero_variance, credit.kept, guides=scored[cut:]))
+    return out

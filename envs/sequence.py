@@ -9,80 +9,16 @@ else means the ids were re-tokenised somewhere, and is refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
-from rubrics.types import TrajectoryStep
+from rubrics.types import TokenSequence, TrajectoryStep
 
 
 class TrajectoryError(ValueError):
     """A trajectory whose turns do not extend each other token for token."""
 
 
-@dataclass
-class TrainingSequence:
-    """One rollout flattened for the loss."""
-
-    ids: list[int]
-    """[T] every token: prompt, model turns, environment turns."""
-    loss_mask: list[int]
-    """[T] 1 on tokens the model sampled, 0 elsewhere."""
-    logprobs: list[float]
-    """[T] inference logprob of each sampled token; 0.0 where the mask is 0."""
-    prompt_length: int
-    """Tokens before the first model token."""
-    replies: list[tuple[int, int]]
-    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
-
-    @property
-    def completion_tokens(self) -> int:
-        """Tokens the model produced."""
-        return sum(self.loss_mask)
-
-
-@dataclass(frozen=True)
-class TokenSequence:
-    """A finished rollout's training sequence, as its state keeps it (``state["sequence"]``) and the trainer
-    and an evaluation read it: every list is [T]."""
-
-    ids: list[int]
-    """[T] every token: prompt, model turns, environment turns."""
-    loss_mask: list[int]
-    """[T] 1 on tokens the model sampled, 0 elsewhere."""
-    logprobs: list[float]
-    """[T] the inference engine's logprob of each sampled token; 0.0 where the mask is 0."""
-    replies: list[tuple[int, int]]
-    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Sequence[Any]]) -> TokenSequence:
-        """From ``state["sequence"]`` or its JSON (``ids``, ``loss_mask``, ``logprobs``, ``replies``).
-
-        Raises:
-            KeyError: a list is missing."""
-        return cls(
-            ids=list(data["ids"]),
-            loss_mask=list(data["loss_mask"]),
-            logprobs=list(data["logprobs"]),
-            replies=[(int(a), int(b)) for a, b in data.get("replies", [])],
-        )
-
-    def to_dict(self) -> dict[str, list[Any]]:
-        """As ``state["sequence"]`` holds it."""
-        return {
-            "ids": self.ids,
-            "loss_mask": self.loss_mask,
-            "logprobs": self.logprobs,
-            "replies": self.replies,
-        }
-
-    def row(self) -> dict[str, list[Any]]:
-        """The row ``train.batching.collate`` pads (``ids``, ``loss_mask``, ``logprobs``)."""
-        return {"ids": self.ids, "loss_mask": self.loss_mask, "logprobs": self.logprobs}
-
-
-def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:
+def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TokenSequence:
     """Flatten a trajectory; raises ``TrajectoryError`` if a turn does not extend the previous one."""
     if not trajectory:
         raise TrajectoryError("empty trajectory: the rollout has no model turn")
@@ -90,7 +26,7 @@ def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:
     ids = list(first["prompt_ids"])
     mask = [0] * len(ids)
     logprobs = [0.0] * len(ids)
-    replies = []
+    replies: list[tuple[int, int]] = []
     for turn, step in enumerate(trajectory):
         prompt = step["prompt_ids"]
         if prompt[: len(ids)] != ids:
@@ -110,6 +46,4 @@ def build_sequence(trajectory: Sequence[TrajectoryStep]) -> TrainingSequence:
         ids += completion
         mask += [1] * len(completion)
         logprobs += list(lps)
-    return TrainingSequence(
-        ids=ids, loss_mask=mask, logprobs=logprobs, prompt_length=len(first["prompt_ids"]), replies=replies
-    )
+    return TokenSequence(ids=ids, loss_mask=mask, logprobs=logprobs, replies=replies)

@@ -1,10 +1,10 @@
 """Group-relative advantages: reward minus the group's baseline, optionally scaled by a std. The one
-place they are computed: ``assign_advantages`` writes ``state["advantage"]`` of scored groups, called by
-``Rubric.score_group`` and held-out evaluation (scale ``"none"``, group by group) and by the trainer's
-orchestrator (a whole step, ``AdvantageConfig.scale_rewards``); the training batch reads the advantages it
-wrote.
+place they are computed, as pure functions of the rewards: ``episode_credit`` (``group_advantages`` per
+group), called by held-out evaluation (scale ``"none"``, group by group) and by the trainer's orchestrator (a
+whole step, ``AdvantageConfig.scale_rewards``), and ``Rubric.score_group`` for hand-built states; the
+credit they return (``GroupCredit``, one ``RolloutCredit`` per rollout) is what the training batch reads.
 
-Plain Python (no torch): a group's advantages are computed as soon as the group is scored.
+Plain Python (no torch): a group's advantages are computed as soon as the step's groups are scored.
 
 Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_completions``):
 
@@ -22,21 +22,19 @@ Conventions, chosen to match TRL 1.16's ``GRPOTrainer`` (``_generate_and_score_c
 - mean: one function for every path (``mean``), taken around the first healthy reward, so equal rewards
   give a mean equal to each of them and an advantage of exactly 0.0 with no tolerance.
 
-Credit per reply (``assign_reply_advantages``, ``advantage.credit: turn``; ``docs/training.md`` has the
+Credit per reply (``reply_credit_per_node``, ``advantage.credit: turn``; ``docs/training.md`` has the
 formula): each model reply of a multi-turn rollout gets its own advantage, its reward-to-go normalised among
 the group's replies that answered the same requirement node, under the same conventions: the node's replies
-play the part of the group's rollouts. ``assign_mixed_advantages`` (``advantage.credit: mixed``) adds that
-per-node term, weighted, to the episode advantage, as GiGPO does.
+play the part of the group's rollouts. ``mixed_credit`` (``advantage.credit: mixed``) adds that per-node
+term, weighted, to the episode advantage, as GiGPO does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
-
-from rubrics.types import ScoredGroup, State
 
 Scale = Literal["group", "batch", "none"]
 """What (reward - group mean) is divided by: the group's std, the step's std, or nothing."""
@@ -81,13 +79,6 @@ def sample_std(xs: Sequence[float]) -> float:
 def is_errored(reward: float, errored: bool) -> bool:
     """Flagged errored, or a reward that is not a finite number (TRL: a NaN reward is unscorable)."""
     return errored or not math.isfinite(reward)
-
-
-def rewards_and_errors(states: Sequence[State]) -> tuple[list[float], list[bool]]:
-    """``rewards_G`` (NaN where a state has none) and ``errored_G`` (``state["error"]`` set) of scored states."""
-    rewards_G = [float(s.get("reward", math.nan)) for s in states]
-    errored_G = [bool(s.get("error")) for s in states]
-    return rewards_G, errored_G
 
 
 def _healthy(rewards_G: Sequence[float], errored_G: Sequence[bool]) -> list[float]:
@@ -169,26 +160,6 @@ def step_advantages(
     return [group_advantages(rs, es, scale, eps) for rs, es in zip(rewards_NG, errored_NG, strict=True)]
 
 
-def assign_advantages(
-    groups: Sequence[Sequence[State]],
-    scale: Scale = "none",
-    drop_zero_variance: bool = False,
-    eps: float = EPS,
-) -> list[ScoredGroup]:
-    """Write each scored rollout's advantage (``state["advantage"]``) under ``scale``, the N ``groups``
-    taken together (``step_advantages``), and return them as ``ScoredGroup``s. A group is not kept when no
-    rollout is healthy, or when it has zero variance and ``drop_zero_variance``."""
-    rewards_errors_N = [rewards_and_errors(g) for g in groups]
-    rewards_NG, errored_NG = [r for r, _ in rewards_errors_N], [e for _, e in rewards_errors_N]
-    out = []
-    for states, result in zip(groups, step_advantages(rewards_NG, errored_NG, scale, eps), strict=True):
-        for state, advantage in zip(states, result.advantages_G, strict=True):
-            state["advantage"] = advantage
-        dropped = result.healthy == 0 or (result.zero_variance and drop_zero_variance)
-        out.append(ScoredGroup(states=list(states), zero_variance=result.zero_variance, kept=not dropped))
-    return out
-
-
 @dataclass(frozen=True)
 class ReplyCredit:
     """What one model reply of a multi-turn rollout earned (``Environment.reply_credit``)."""
@@ -201,78 +172,134 @@ class ReplyCredit:
     the rollout's reward)."""
 
 
-def assign_reply_advantages(
-    groups: Sequence[Sequence[State]],
-    credit: Callable[[State], Sequence[ReplyCredit]],
+@dataclass(frozen=True)
+class RolloutCredit:
+    """What one rollout trains on: its advantage, and with credit per reply each reply's own."""
+
+    advantage: float
+    """Reward minus its group's baseline, scaled as asked (the first reply's advantage under credit per
+    reply); 0.0 for an errored rollout."""
+    reply_credit: list[ReplyCredit] | None = None
+    """Credit per reply: the node and reward-to-go of each model reply (empty for an errored rollout); None
+    under episode credit."""
+    reply_advantages: list[float] | None = None
+    """Credit per reply: each model reply's own advantage, put on that reply's tokens; None under episode
+    credit."""
+
+
+@dataclass(frozen=True)
+class GroupCredit:
+    """The credit of one group of G rollouts, and whether the group is trained on."""
+
+    rollouts_G: list[RolloutCredit]
+    """[G] in the group's order."""
+    zero_variance: bool
+    """No signal: the healthy rewards are (nearly) all equal, or fewer than two (per reply: no node's pool
+    has signal)."""
+    kept: bool
+    """Trained on; False when no rollout is healthy, or it has zero variance and such groups are dropped."""
+
+
+def episode_credit(
+    rewards_NG: Sequence[Sequence[float]],
+    errored_NG: Sequence[Sequence[bool]],
+    scale: Scale = "none",
+    drop_zero_variance: bool = False,
+    eps: float = EPS,
+) -> list[GroupCredit]:
+    """Each rollout's advantage under ``scale``, the N groups taken together (``step_advantages``). A group
+    is not kept when no rollout is healthy, or when it has zero variance and ``drop_zero_variance``."""
+    out = []
+    for result in step_advantages(rewards_NG, errored_NG, scale, eps):
+        dropped = result.healthy == 0 or (result.zero_variance and drop_zero_variance)
+        credits_G = [RolloutCredit(a) for a in result.advantages_G]
+        out.append(GroupCredit(credits_G, zero_variance=result.zero_variance, kept=not dropped))
+    return out
+
+
+def reply_credit_per_node(
+    rewards_NG: Sequence[Sequence[float]],
+    errored_NG: Sequence[Sequence[bool]],
+    credits_NG: Sequence[Sequence[Sequence[ReplyCredit]]],
     scale: Scale = "group",
     drop_zero_variance: bool = False,
     eps: float = EPS,
-) -> list[ScoredGroup]:
-    """Credit per reply: write each scored rollout's ``state["reply_advantages"]`` (one per model reply),
-    its ``state["reply_credit"]`` (node and reward-to-go of each reply, plain data) and ``state["advantage"]``
-    (its first reply's), and return the groups as ``ScoredGroup``s.
+) -> list[GroupCredit]:
+    """Credit per reply: each model reply's advantage, from ``credits_NG`` (the node and reward-to-go of every
+    reply of every rollout; ignored for an errored rollout, which gets no reply credit); the rollout's
+    advantage is its first reply's.
 
     Within a group, the replies with the same ``node`` form a pool; each pool is normalised exactly as
     ``step_advantages`` normalises a group under ``scale`` (``batch``: the std of every healthy reply's
     reward-to-go in the step). A reply alone at its node, or in a pool with zero variance, gets 0.0: it has no
     baseline. Errored rollouts get 0.0 for every reply and join no pool. The first replies of a group all
-    answer the root and their reward-to-go is the reward, so under ``group`` and ``none``
-    ``state["advantage"]`` equals the episode advantage. A group is ``zero_variance`` when no pool of it has
-    signal; it is not kept when no rollout is healthy, or when it has zero variance and
-    ``drop_zero_variance``."""
+    answer the root and their reward-to-go is the reward, so under ``group`` and ``none`` the rollout's
+    advantage equals the episode advantage. A group is ``zero_variance`` when no pool of it has signal; it is
+    not kept when no rollout is healthy, or when it has zero variance and ``drop_zero_variance``."""
     pools: list[tuple[int, list[tuple[int, int]], list[float]]] = []  # (group, [(rollout, reply)], values)
+    kept_credits_NG: list[list[list[ReplyCredit]]] = []
     healthy_N = []
-    for g, states in enumerate(groups):
+    for g, (rewards_G, errored_G, credits_G) in enumerate(
+        zip(rewards_NG, errored_NG, credits_NG, strict=True)
+    ):
         by_node: dict[str, tuple[list[tuple[int, int]], list[float]]] = {}
-        healthy = 0
-        for i, state in enumerate(states):
-            (reward,), (errored,) = rewards_and_errors([state])
-            bad = is_errored(reward, errored)
-            credits = [] if bad else list(credit(state))
-            healthy += not bad
-            state["reply_credit"] = [{"node": c.node, "reward_to_go": c.reward_to_go} for c in credits]
-            state["reply_advantages"] = [0.0] * len(credits)
+        kept_G = [
+            [] if is_errored(r, e) else list(c)
+            for r, e, c in zip(rewards_G, errored_G, credits_G, strict=True)
+        ]
+        for i, credits in enumerate(kept_G):
             for k, c in enumerate(credits):
                 members, values = by_node.setdefault(c.node, ([], []))
                 members.append((i, k))
                 values.append(c.reward_to_go)
         pools += [(g, members, values) for members, values in by_node.values()]
-        healthy_N.append(healthy)
+        healthy_N.append(sum(not is_errored(r, e) for r, e in zip(rewards_G, errored_G, strict=True)))
+        kept_credits_NG.append(kept_G)
     results = step_advantages([v for _, _, v in pools], [[False] * len(v) for _, _, v in pools], scale, eps)
-    signal_N = [False] * len(groups)
+    replies_NG = [[[0.0] * len(c) for c in credits_G] for credits_G in kept_credits_NG]
+    signal_N = [False] * len(kept_credits_NG)
     for (g, members, _), result in zip(pools, results, strict=True):
         signal_N[g] = signal_N[g] or not result.zero_variance
         for (i, k), advantage in zip(members, result.advantages_G, strict=True):
-            groups[g][i]["reply_advantages"][k] = advantage
+            replies_NG[g][i][k] = advantage
     out = []
-    for g, states in enumerate(groups):
-        for state in states:
-            state["advantage"] = state["reply_advantages"][0] if state["reply_advantages"] else 0.0
+    for g, (credits_G, replies_G) in enumerate(zip(kept_credits_NG, replies_NG, strict=True)):
+        rollouts_G = [
+            RolloutCredit(replies[0] if replies else 0.0, credits, replies)
+            for credits, replies in zip(credits_G, replies_G, strict=True)
+        ]
         zero_variance = not signal_N[g]
         dropped = healthy_N[g] == 0 or (zero_variance and drop_zero_variance)
-        out.append(ScoredGroup(states=list(states), zero_variance=zero_variance, kept=not dropped))
+        out.append(GroupCredit(rollouts_G, zero_variance=zero_variance, kept=not dropped))
     return out
 
 
-def assign_mixed_advantages(
-    groups: Sequence[Sequence[State]],
-    credit: Callable[[State], Sequence[ReplyCredit]],
+def mixed_credit(
+    rewards_NG: Sequence[Sequence[float]],
+    errored_NG: Sequence[Sequence[bool]],
+    credits_NG: Sequence[Sequence[Sequence[ReplyCredit]]],
     node_weight: float,
     scale: Scale = "group",
     drop_zero_variance: bool = False,
     eps: float = EPS,
-) -> list[ScoredGroup]:
+) -> list[GroupCredit]:
     """Episode plus per-node credit (GiGPO's sum): reply k of rollout i gets
-    ``A_episode(i) + node_weight * A_node(i, k)``, with ``A_episode`` from ``assign_advantages`` and ``A_node``
-    from ``assign_reply_advantages``, both under ``scale``. A reply alone at its node (``A_node`` 0.0) keeps
-    the episode advantage, so no reply loses its gradient; an errored rollout still gets 0.0.
-    ``state["advantage"]`` is the episode advantage; the groups kept are those of ``assign_reply_advantages``
-    (the root's pool is the episode group, so a group with episode signal is never dropped)."""
-    assign_advantages(groups, scale, False, eps)
-    episode_N = [[state["advantage"] for state in states] for states in groups]
-    scored = assign_reply_advantages(groups, credit, scale, drop_zero_variance, eps)
-    for states, episode_G in zip(groups, episode_N, strict=True):
-        for state, episode in zip(states, episode_G, strict=True):
-            state["reply_advantages"] = [episode + node_weight * a for a in state["reply_advantages"]]
-            state["advantage"] = episode
-    return scored
+    ``A_episode(i) + node_weight * A_node(i, k)``, with ``A_episode`` from ``episode_credit`` and ``A_node``
+    from ``reply_credit_per_node``, both under ``scale``. A reply alone at its node (``A_node`` 0.0) keeps
+    the episode advantage, so no reply loses its gradient; an errored rollout still gets 0.0. The rollout's
+    advantage is the episode advantage; the groups kept are those of ``reply_credit_per_node`` (the root's
+    pool is the episode group, so a group with episode signal is never dropped)."""
+    episode_N = episode_credit(rewards_NG, errored_NG, scale, False, eps)
+    per_node_N = reply_credit_per_node(rewards_NG, errored_NG, credits_NG, scale, drop_zero_variance, eps)
+    out = []
+    for episode, per_node in zip(episode_N, per_node_N, strict=True):
+        rollouts_G = [
+            RolloutCredit(
+                e.advantage,
+                n.reply_credit,
+                [e.advantage + node_weight * a for a in n.reply_advantages or []],
+            )
+            for e, n in zip(episode.rollouts_G, per_node.rollouts_G, strict=True)
+        ]
+        out.append(GroupCredit(rollouts_G, zero_variance=per_node.zero_variance, kept=per_node.kept))
+    return out

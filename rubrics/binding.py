@@ -1,7 +1,9 @@
 """How a reward function's arguments are bound: worked out once, when the function is registered.
 
 A reward function names what it wants; the rubric injects it by name. Individual functions may ask for
-``prompt``, ``completion``, ``answer``, ``task``, ``state`` and ``info``; group functions are recognised by
+``prompt``, ``completion``, ``answer``, ``task``, ``state`` (the seed API's dict) and ``info``, and
+``rollout`` (the typed ``rubrics.types.Rollout``) and ``example`` (the dataset example an environment played;
+None for a hand-built state); group functions are recognised by
 plural names (``prompts``, ``completions``, ...) and may also ask for a singular name, which receives the
 value shared by the whole group. Registered class objects (the parser, a scorer, ...) are injected by
 their registration name. A function with ``**kwargs`` receives everything.
@@ -21,7 +23,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
-SINGULAR_ARGS: tuple[str, ...] = ("prompt", "completion", "answer", "task", "state", "info")
+SINGULAR_ARGS: tuple[str, ...] = (
+    "prompt",
+    "completion",
+    "answer",
+    "task",
+    "state",
+    "info",
+    "rollout",
+    "example",
+)
 """Per-rollout values a reward function can ask for."""
 
 PLURAL_ARGS: dict[str, str] = {
@@ -31,6 +42,8 @@ PLURAL_ARGS: dict[str, str] = {
     "tasks": "task",
     "states": "state",
     "infos": "info",
+    "rollouts": "rollout",
+    "examples": "example",
 }
 """Group-level names and the per-rollout value each one collects."""
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rubrics.rubric import RolloutScore, Rubric
-from rubrics.types import RewardFunc, State
+from rubrics.types import RewardFunc
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ class RubricGroup(Rubric):
         for rubric in self.rubrics:
             rubric.check_bindings()
 
-    async def _score_states(self, states: Sequence[State], group: bool) -> list[RolloutScore]:
+    async def _score_states(self, per_rollout: Sequence[dict[str, Any]], group: bool) -> list[RolloutScore]:
         self.check_bindings()
-        per_child = await asyncio.gather(*(r._score_states(states, group) for r in self.rubrics))
+        per_child = await asyncio.gather(*(r._score_states(per_rollout, group) for r in self.rubrics))
         combined: list[RolloutScore] = []
-        for i in range(len(states)):
+        for i in range(len(per_rollout)):
             total = RolloutScore(reward=0.0)
             for child_scores in per_child:
                 child = child_scores[i]

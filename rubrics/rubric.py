@@ -1,13 +1,15 @@
 """``Rubric``: weighted reward functions with arguments injected by name (``rubrics.binding``).
 
-Scoring contract (what ``score_rollout`` and ``score_group`` write into each state):
+Scoring contract (what ``score_rollouts`` writes into each ``Rollout``, and ``score_rollout`` and
+``score_group`` into each hand-built state, the seed API's dict):
 
-- ``state["reward"]``: the weighted sum of every reward function's value.
-- ``state["metrics"]``: every function's raw value by name, weight-0 metrics included.
-- ``state["timing"]["scoring_ms"]``: wall time of the scoring call.
+- ``reward``: the weighted sum of every reward function's value.
+- ``metrics``: every function's raw value by name, weight-0 metrics included.
+- ``timing["scoring_ms"]``: wall time of the scoring call.
 - ``state["advantage"]`` (``score_group`` only): reward minus the mean reward of the group's healthy rollouts
-  (``rubrics.advantages.assign_advantages``). ``score_rewards`` scores a group without it, for callers that
-  compute advantages over several groups at once (the trainer's step).
+  (``rubrics.advantages.group_advantages``). ``score_rewards`` scores a group of states without it;
+  environments score their typed rollouts with ``score_rollouts`` and leave advantages to the caller, who
+  computes them over several groups at once (the trainer's step).
 
 Error policy: a reward function that raises (or returns something that is not a number) does not crash
 the batch and is not scored as a bad answer. The rollout is marked: ``state["error"]`` names the function
@@ -25,10 +27,10 @@ from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
-from rubrics.advantages import assign_advantages
+from rubrics.advantages import group_advantages
 from rubrics.binding import PLURAL_ARGS, SINGULAR_ARGS, Binding, bind, func_name
 from rubrics.parsers import Parser
-from rubrics.types import RewardFunc, RewardWithMetrics, State
+from rubrics.types import RewardFunc, RewardWithMetrics, Rollout, State
 
 ERROR_PREFIX = "errors/"
 
@@ -141,41 +143,61 @@ class Rubric:
     # -- scoring ------------------------------------------------------------------------------------
 
     async def score_rollout(self, state: State) -> None:
-        """Score one rollout with the individual reward functions; updates ``state`` in place."""
+        """Score one hand-built state with the individual reward functions; updates ``state`` in place."""
         group_funcs = self._has_group_funcs()
         if group_funcs:
             raise ValueError(
                 f"score_rollout cannot run group reward functions ({', '.join(group_funcs)}); "
                 "they need the whole group: use score_group(states)"
             )
+        rollout = Rollout.from_state(state)
         start = time.perf_counter()
-        (score,) = await self._score_states([state], group=False)
-        write_score(state, score, (time.perf_counter() - start) * 1000.0)
+        (score,) = await self._score_states([self._state_injectables(state, rollout)], group=False)
+        write_score(rollout, score, (time.perf_counter() - start) * 1000.0)
+        rollout.write_score(state)
 
     async def score_group(self, states: list[State]) -> None:
-        """Score a group of rollouts of one prompt with every function; sets rewards and advantages."""
+        """Score a group of hand-built states of one prompt with every function; sets rewards and advantages
+        (reward minus the group's mean, ``group_advantages`` unscaled)."""
         await self.score_rewards(states)
-        assign_advantages([states])
+        rewards_G = [float(s.get("reward", math.nan)) for s in states]
+        errored_G = [bool(s.get("error")) for s in states]
+        advantages_G = group_advantages(rewards_G, errored_G, "none").advantages_G
+        for state, advantage in zip(states, advantages_G, strict=True):
+            state["advantage"] = advantage
 
     async def score_rewards(self, states: list[State]) -> None:
-        """Score a group of rollouts of one prompt with every function (group functions included); sets
-        rewards, metrics and timing, not advantages."""
-        if not states:
+        """Score a group of hand-built states of one prompt with every function (group functions included);
+        sets rewards, metrics and timing, not advantages."""
+        rollouts = [Rollout.from_state(s) for s in states]
+        injectables = [self._state_injectables(s, r) for s, r in zip(states, rollouts, strict=True)]
+        await self._score_group(rollouts, injectables)
+        for state, rollout in zip(states, rollouts, strict=True):
+            rollout.write_score(state)
+
+    async def score_rollouts(self, rollouts: Sequence[Rollout], example: Any = None) -> None:
+        """Score a group of rollouts of one example (``example``, injected by that name) with every function,
+        group functions included; sets their rewards, metrics and timing, not advantages."""
+        await self._score_group(list(rollouts), [self._injectables(r, example) for r in rollouts])
+
+    async def _score_group(self, rollouts: list[Rollout], injectables: list[dict[str, Any]]) -> None:
+        if not rollouts:
             return
         start = time.perf_counter()
-        scores = await self._score_states(states, group=True)
+        scores = await self._score_states(injectables, group=True)
         elapsed_ms = (time.perf_counter() - start) * 1000.0
-        for state, score in zip(states, scores, strict=True):
-            write_score(state, score, elapsed_ms)
+        for rollout, score in zip(rollouts, scores, strict=True):
+            write_score(rollout, score, elapsed_ms)
 
-    async def _score_states(self, states: Sequence[State], group: bool) -> list[RolloutScore]:
-        """Run every function over ``states``; returns one score per state and mutates nothing."""
+    async def _score_states(self, per_rollout: Sequence[dict[str, Any]], group: bool) -> list[RolloutScore]:
+        """Run every function over the rollouts whose injectable values are ``per_rollout`` (this rubric's
+        class objects added); returns one score per rollout and mutates nothing."""
         self.check_bindings()
-        n = len(states)
+        kwargs_per_state = [{**injectables, **self.class_objects} for injectables in per_rollout]
+        n = len(kwargs_per_state)
         values: list[dict[str, float]] = [{} for _ in range(n)]
         errors: list[list[str]] = [[] for _ in range(n)]
         pending: list[Awaitable[None]] = []
-        kwargs_per_state = [self._injectables(s) for s in states]
 
         for binding in self._bindings:
             if binding.is_group:
@@ -199,7 +221,8 @@ class Rubric:
             scores.append(RolloutScore(values=vals, reward=reward, errors=errs))
         return scores
 
-    def _injectables(self, state: State) -> dict[str, Any]:
+    def _state_injectables(self, state: State, rollout: Rollout) -> dict[str, Any]:
+        """What a hand-built state offers reward functions: its own keys, as the seed API reads them."""
         return {
             "prompt": state.get("prompt"),
             "completion": state.get("completion"),
@@ -207,7 +230,22 @@ class Rubric:
             "task": state.get("task", "default"),
             "state": state,
             "info": state.get("info") or {},
-            **self.class_objects,
+            "rollout": rollout,
+            "example": None,
+        }
+
+    def _injectables(self, rollout: Rollout, example: Any) -> dict[str, Any]:
+        """What a typed rollout offers reward functions (``state``: its dict form, for the seed API's
+        functions)."""
+        return {
+            "prompt": rollout.prompt,
+            "completion": rollout.completion,
+            "answer": rollout.answer,
+            "task": rollout.task,
+            "state": rollout.to_state(),
+            "info": rollout.info,
+            "rollout": rollout,
+            "example": example,
         }
 
     def _run_group(
@@ -281,7 +319,7 @@ _NOT_SHARED = object()
 
 
 def _shared_value(name: str, items: list[Any]) -> Any:
-    if name == "state":
+    if name in ("state", "rollout"):
         return items[0] if len(items) == 1 else _NOT_SHARED
     first = items[0]
     for item in items[1:]:
@@ -363,19 +401,17 @@ def _as_group_result(name: str, result: Any, n: int) -> list[float]:
     return [_as_float(name, v) for v in items]
 
 
-def write_score(state: State, score: RolloutScore, scoring_ms: float) -> None:
-    """Write one rollout's score into its state (reward, metrics, timing, error)."""
-    state["reward"] = score.reward
-    state["metrics"] = score.values
-    timing = state.get("timing")
-    if not isinstance(timing, dict):
-        timing = {}
-        state["timing"] = timing
+def write_score(rollout: Rollout, score: RolloutScore, scoring_ms: float) -> None:
+    """Write one rollout's score into it (reward, metrics, timing, error)."""
+    rollout.reward = score.reward
+    rollout.metrics = score.values
+    timing = rollout.timing
     timing["scoring_ms"] = scoring_ms
     if "generation_ms" in timing:
         timing["total_ms"] = timing["generation_ms"] + scoring_ms
     if score.errors:
-        previous = state.get("error")
+        previous = rollout.error
         message = "reward function " + "; reward function ".join(score.errors)
-        state["error"] = f"{previous}; {message}" if previous else message
-        state.setdefault("error_cause", "reward_function")
+        rollout.error = f"{previous}; {message}" if previous else message
+        if rollout.error_cause is None:
+            rollout.error_cause = "reward_function"

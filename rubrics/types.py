@@ -1,11 +1,11 @@
 """Core types shared by every part of rubric-grpo.
 
-States are plain ``dict`` objects: the source documents build them by hand, and that keeps working.
-``State`` is the ``TypedDict`` that declares every key the environments and the rubrics write; every key is
-optional so a hand-built dict with a few of them is a valid state. What a state holds is typed objects
-(the multi-step verdicts are an ``EvaluationResult``, the criteria verdicts ``CriteriaVerdicts``);
-``plain_state`` turns one into plain data where it leaves the process (a line of ``rubric-grpo score``'s
-output; an evaluation's rollouts are written by ``envs.rollout.ScoredRollout``).
+A rollout is a ``Rollout`` from the environment that runs it to the advantages: typed fields, the token
+sequence a ``TokenSequence``, the verdicts an ``EvaluationResult`` or ``CriteriaVerdicts``. The seed API's
+plain dict, ``State``, lives only at the edge: hand-built states scored by ``Rubric.score_rollout`` and
+``score_group``, and the ``state`` a reward function may ask for. ``plain_state`` turns a state into plain
+data where it leaves the process (a line of ``rubric-grpo score``'s output; an evaluation's rollouts are
+written by ``envs.rollout.ScoredRollout``).
 """
 
 from __future__ import annotations
@@ -47,61 +47,177 @@ class TrajectoryStep(TypedDict, total=False):
 
 
 class State(TypedDict, total=False):
-    """Everything known about one rollout. Scoring writes ``reward``, ``advantage``, ``metrics``,
-    ``timing`` and, when a reward function fails, ``error``."""
+    """A rollout as a plain dict: the seed API's form, at the edge only. Hand-built states are scored by
+    ``Rubric.score_rollout`` and ``Rubric.score_group`` (every key optional), and a reward function that asks
+    for ``state`` receives one. Inside the pipeline a rollout is a ``Rollout``; its fields are these keys."""
 
     prompt: Messages | str
-    """The input the model saw: a chat conversation or a plain string."""
     completion: Messages | str
-    """What the model produced (and, in multi-turn rollouts, what the environment answered)."""
     answer: Any
-    """Ground truth or other reference data for scoring."""
     task: str
-    """Task identifier, for datasets that mix tasks."""
     info: dict[str, Any]
-    """Free-form metadata from the dataset."""
     trajectory: list[TrajectoryStep]
-    """One entry per model turn with token ids and logprobs."""
     reward: float
-    """Weighted sum of the reward functions; NaN when a reward function errored on this rollout."""
     advantage: float
-    """Reward minus the group's baseline, scaled as the caller asked (``rubrics.advantages``); 0.0 for
-    errored rollouts, which are left out of the baseline. The training batch trains on this value."""
     metrics: dict[str, float]
-    """Raw value of every reward function and metric by name; ``errors/<name>`` counts failures."""
     timing: dict[str, float]
-    """Wall time per phase in milliseconds (``generation_ms``, ``scoring_ms``, ``total_ms``)."""
     error: str | None
-    """Why this rollout cannot be trusted (names the failing function and its message), or None."""
     error_cause: str
-    """The kind of failure, for metrics: the exception's type (``BackendError``, ``JudgeError``,
-    ``TemplatePrefixError``, ...), ``prompt_too_long`` or ``reward_function``."""
     is_truncated: bool
-    """True when generation stopped at the token limit."""
     turn: int
-    """Number of model turns taken."""
     stop_reason: str
-    """Why the rollout ended: a ``StopReason`` value (``completed``, ``terminal``, ``max_turns``, ...)."""
-    sequence: dict[str, list[Any]]
-    """The flattened training sequence: ``ids``, ``loss_mask`` (1 on model tokens only), ``logprobs``,
-    ``replies`` (each model reply's ``[start, end)`` in ``ids``)."""
+    sequence: TokenSequence
     reply_nodes: list[str]
-    """Multi-step environments: the requirement node each model reply answered (the walk's frontier then,
-    names joined by ``+``), in order."""
-    reply_credit: list[dict[str, Any]]
-    """Credit per reply (``rubrics.advantages.assign_reply_advantages``): ``node`` and ``reward_to_go`` of
-    each model reply, in order."""
-    reply_advantages: list[float]
-    """Credit per reply: each model reply's own advantage; the training batch puts it on that reply's
-    tokens."""
     multistep: EvaluationResult
-    """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
     criteria: CriteriaVerdicts
-    """The verdicts of a per-prompt criteria rubric (``envs.criteria_env``): the example, its score and one
-    verdict per criterion."""
-    progress: object
-    """An environment's own bookkeeping while the rollout runs (``MultiStepMultiTurnEnv``: its walk);
-    removed when the rollout finishes, so never scored or written out."""
+
+
+@dataclass(frozen=True)
+class TokenSequence:
+    """A rollout's training sequence, flattened from its trajectory (``envs.sequence.build_sequence``): the
+    prompt, then per turn the model's tokens (loss mask 1) and the environment's (loss mask 0). Every list
+    is [T]; the collate pads it as it is."""
+
+    ids: list[int]
+    """[T] every token: prompt, model turns, environment turns."""
+    loss_mask: list[int]
+    """[T] 1 on tokens the model sampled, 0 elsewhere."""
+    logprobs: list[float]
+    """[T] the inference engine's logprob of each sampled token; 0.0 where the mask is 0."""
+    replies: list[tuple[int, int]] = field(default_factory=list)
+    """[turns] where each model reply's tokens are: ``ids[start:end]``, in order."""
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens the model produced."""
+        return sum(self.loss_mask)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TokenSequence:
+        """From its JSON (``ids``, ``loss_mask``, ``logprobs``, ``replies``).
+
+        Raises:
+            KeyError: a list is missing."""
+        return cls(
+            ids=list(data["ids"]),
+            loss_mask=list(data["loss_mask"]),
+            logprobs=list(data["logprobs"]),
+            replies=[(int(a), int(b)) for a, b in data.get("replies", [])],
+        )
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        """Plain data (a line of ``rollouts.jsonl``)."""
+        return {
+            "ids": self.ids,
+            "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs,
+            "replies": self.replies,
+        }
+
+
+@dataclass(eq=False)
+class Rollout:
+    """One rollout, from the moment an environment starts it until its group's advantages are computed: what
+    the environment records, what the rubric writes when it scores it, what only some environments add.
+
+    Mutable while it runs and is scored; once its advantage is known it becomes a frozen
+    ``envs.rollout.ScoredRollout``. ``from_state`` and ``to_state`` are the dict edge (the seed API)."""
+
+    prompt: Messages | str
+    """The input the model saw: a chat conversation (the system prompt included) or a plain string."""
+    completion: Messages | str = field(default_factory=list)
+    """What the model produced and, in multi-turn rollouts, the environment's messages between replies."""
+    answer: Any = ""
+    """The example's ground truth or other reference data for scoring."""
+    task: str = "default"
+    """Task identifier, for datasets that mix tasks."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """The example's metadata (``scenario``: its name, the cluster of every interval)."""
+    trajectory: list[TrajectoryStep] = field(default_factory=list)
+    """One entry per model turn with token ids and logprobs, exactly as the engine saw them."""
+    timing: dict[str, float] = field(default_factory=dict)
+    """Wall time per phase in milliseconds (``generation_ms``, ``scoring_ms``, ``total_ms``, ``judge_ms``)."""
+    turn: int = 0
+    """Model turns taken."""
+    is_truncated: bool = False
+    """The latest reply stopped at the token limit."""
+    stop_reason: str | None = None
+    """Why the rollout ended (a ``StopReason`` value); None while it runs."""
+    sequence: TokenSequence | None = None
+    """The training sequence, once the rollout has stopped; None when it failed before a model turn."""
+    reward: float | None = None
+    """The rubric's weighted reward; None until scored, NaN when a reward function errored."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Raw value of every reward function and metric by name; ``errors/<name>`` counts failures."""
+    error: str | None = None
+    """Why this rollout cannot be trusted (names the failing part and its message), or None."""
+    error_cause: str | None = None
+    """The kind of failure: the exception's type (``BackendError``, ``JudgeError``, ...),
+    ``prompt_too_long`` or ``reward_function``."""
+    reply_nodes: list[str] | None = None
+    """Multi-step environments: the requirement node each model reply answered (the walk's frontier then,
+    names joined by ``+``), in order; None elsewhere."""
+    multistep: EvaluationResult | None = None
+    """The verdicts of a multi-step rubric made during the rollout (reused, never judged twice)."""
+    criteria: CriteriaVerdicts | None = None
+    """The verdicts of a per-prompt criteria rubric: the example, its score and one verdict per criterion."""
+
+    def fail(self, cause: str, message: str) -> None:
+        """Mark the rollout failed: ``error`` (the message), ``error_cause`` (its kind, for metrics) and the
+        stop reason ``error``."""
+        self.error, self.error_cause, self.stop_reason = message, cause, StopReason.ERROR.value
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Rollout:
+        """A hand-built state as a rollout (the seed API's dict; every key optional but ``prompt``, which
+        defaults to an empty string). The lists and dicts are the state's own, not copies."""
+        known = {f: state[f] for f in _STATE_FIELDS if state.get(f) is not None}
+        return cls(prompt=state.get("prompt", ""), **known)
+
+    def write_score(self, state: State) -> None:
+        """Write what scoring set (reward, metrics, timing, error and its cause, verdicts) into ``state``."""
+        assert self.reward is not None  # scored
+        state["reward"], state["metrics"], state["timing"] = self.reward, self.metrics, self.timing
+        if self.error is not None:
+            state["error"] = self.error
+        if self.error_cause is not None:
+            state["error_cause"] = self.error_cause
+        if self.multistep is not None:
+            state["multistep"] = self.multistep
+        if self.criteria is not None:
+            state["criteria"] = self.criteria
+
+    def to_state(self) -> State:
+        """The rollout as the seed API's dict (what a reward function asking for ``state`` receives): every
+        field that is set, the same objects."""
+        state: dict[str, Any] = {"prompt": self.prompt}
+        for key in _STATE_FIELDS:
+            value = getattr(self, key)
+            if value is not None:
+                state[key] = value
+        return state  # type: ignore[return-value]
+
+
+_STATE_FIELDS = (
+    "completion",
+    "answer",
+    "task",
+    "info",
+    "trajectory",
+    "timing",
+    "turn",
+    "is_truncated",
+    "stop_reason",
+    "sequence",
+    "reward",
+    "metrics",
+    "error",
+    "error_cause",
+    "reply_nodes",
+    "multistep",
+    "criteria",
+)
+"""The fields of a ``Rollout`` that a state may hold under the same key (``prompt`` aside)."""
 
 
 @dataclass(frozen=True)
@@ -114,20 +230,6 @@ class RewardWithMetrics:
     """The function's value (weighted into the reward)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Extra metric values by name."""
-
-
-@dataclass
-class ScoredGroup:
-    """The G scored rollouts of one example, each with its advantage (``state["advantage"]``), as
-    ``rubrics.advantages.assign_advantages`` returns them (the trainer's orchestrator turns each into a
-    ``train.types.RolloutGroup``)."""
-
-    states: list[State]
-    """[G] the scored rollouts, in the order the environment returned them."""
-    zero_variance: bool
-    """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
-    kept: bool
-    """Trained on; False when dropped (no healthy rollout, or zero variance and such groups are dropped)."""
 
 
 IndividualRewardFunc = Callable[
@@ -307,8 +409,11 @@ class CriteriaVerdicts:
 
 def plain_state(state: State) -> dict[str, Any]:
     """The state as plain data, for a JSON line (``rubric-grpo score``'s output): the verdicts as
-    ``EvaluationResult.to_dict`` and ``CriteriaVerdicts.to_dict``, everything else as it is."""
+    ``EvaluationResult.to_dict`` and ``CriteriaVerdicts.to_dict``, the sequence as ``TokenSequence.to_dict``,
+    everything else as it is."""
     plain: dict[str, Any] = dict(state)
+    if (sequence := state.get("sequence")) is not None:
+        plain["sequence"] = sequence.to_dict()
     if (multistep := state.get("multistep")) is not None:
         plain["multistep"] = multistep.to_dict()
     if (criteria := state.get("criteria")) is not None:
@@ -327,9 +432,10 @@ __all__ = [
     "RequirementResult",
     "RewardFunc",
     "RewardWithMetrics",
-    "ScoredGroup",
+    "Rollout",
     "State",
     "StopReason",
+    "TokenSequence",
     "TrajectoryStep",
     "plain_state",
 ]

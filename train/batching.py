@@ -3,27 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from envs.rollout import ScoredRollout
+from rubrics.types import TokenSequence
 from train.types import RolloutGroup, TrainBatch
 
 
 def collate(
-    sequences: Sequence[dict[str, list[Any]]],
+    sequences: Sequence[TokenSequence],
     advantages_B: Sequence[float | Sequence[float]],
     truncated_B: Sequence[bool],
     pad_token_id: int,
     mask_truncated: bool = False,
 ) -> TrainBatch:
-    """Right-pad flattened sequences (``ids``, ``loss_mask``, ``logprobs``) into one batch. Each sequence's
+    """Right-pad token sequences (their ``ids``, ``loss_mask`` and ``logprobs``) into one batch. Each sequence's
     advantage is one number for all its tokens, or one per token (credit per reply). With ``mask_truncated``
     the loss mask of a truncated sequence is all 0 (TRL's ``mask_truncated_completions``)."""
     import torch
 
     if not sequences:
         raise ValueError("collate: no sequences")
-    width = max(len(s["ids"]) for s in sequences)
+    width = max(len(s.ids) for s in sequences)
     b = len(sequences)
     input_ids_BT = torch.full((b, width), pad_token_id, dtype=torch.long)
     attention_mask_BT = torch.zeros((b, width), dtype=torch.long)
@@ -31,12 +31,12 @@ def collate(
     inference_logprobs_BT = torch.zeros((b, width), dtype=torch.float32)
     advantages_BT = torch.zeros((b, width), dtype=torch.float32)
     for i, (seq, advantage) in enumerate(zip(sequences, advantages_B, strict=True)):
-        n = len(seq["ids"])
-        input_ids_BT[i, :n] = torch.tensor(seq["ids"], dtype=torch.long)
+        n = len(seq.ids)
+        input_ids_BT[i, :n] = torch.tensor(seq.ids, dtype=torch.long)
         attention_mask_BT[i, :n] = 1
         if not (mask_truncated and truncated_B[i]):
-            loss_mask_BT[i, :n] = torch.tensor(seq["loss_mask"], dtype=torch.float32)
-        inference_logprobs_BT[i, :n] = torch.tensor(seq["logprobs"], dtype=torch.float32)
+            loss_mask_BT[i, :n] = torch.tensor(seq.loss_mask, dtype=torch.float32)
+        inference_logprobs_BT[i, :n] = torch.tensor(seq.logprobs, dtype=torch.float32)
         if isinstance(advantage, int | float):
             advantages_BT[i] = advantage  # the whole row, padding too, as broadcasting one number would
         else:
@@ -64,7 +64,7 @@ def rollouts_to_batch(
         for rollout in group.trained:
             if rollout.error or rollout.sequence is None:
                 continue
-            sequences.append(rollout.sequence.row())
+            sequences.append(rollout.sequence)
             advantages_B.append(
                 token_advantages(rollout) if rollout.reply_advantages is not None else rollout.advantage
             )

@@ -3,10 +3,10 @@
 It walks the training examples in a seeded order (the data cursor of ``rollout.sampler``, saved in
 checkpoints), asks the environment for G rollouts of each example through the backend, and lets each group
 be scored as soon as its own rollouts finish (scoring overlaps the generation of the other groups; judges
-are async). When every group of the step is scored, their advantages are computed once, under the run's
-scale and credit, and written into the states (``rubrics.advantages.assign_advantages``, or
-``assign_reply_advantages`` for credit per reply). Each finished state then becomes a ``ScoredRollout``
-(``envs.rollout``), once: what the batch, the metrics, the environment's ``step_metrics`` and the samples
+are async). When every group of the step is scored, their advantages are computed once from the rewards,
+under the run's scale and credit (``rubrics.advantages.episode_credit``, ``reply_credit_per_node`` or
+``mixed_credit``). Each finished ``Rollout`` then becomes a ``ScoredRollout`` (``envs.rollout``), once,
+with its credit: what the batch, the metrics, the environment's ``step_metrics`` and the samples
 read. With ``rollout.guide`` each group also holds its example's demonstration, replayed through the
 environment and scored by the same rubric (``RolloutGroup.guides``): in the baseline and the batch, not in
 the metrics.
@@ -26,13 +26,12 @@ from envs.backends.base import InferenceBackend
 from envs.backends.replay import ReplayBackend, reply_ids
 from envs.environment import Environment
 from envs.examples import Example
-from envs.rollout import ScoredRollout
-from rubrics.advantages import assign_advantages, assign_mixed_advantages, assign_reply_advantages
+from envs.rollout import RolloutGroup, ScoredRollout, rewards_and_errors, scored_groups
+from rubrics.advantages import GroupCredit, episode_credit, is_errored, mixed_credit, reply_credit_per_node
 from rubrics.loading import FileLoadError
-from rubrics.types import State
+from rubrics.types import Rollout
 from train.config import AdvantageConfig, TrainConfig
 from train.sampling import make_sampler, stratum_shares
-from train.types import RolloutGroup
 
 
 @dataclass
@@ -169,37 +168,40 @@ class Orchestrator:
         start = time.perf_counter()
         stats = getattr(self.backend, "stats", None)
         before = replace(stats) if stats is not None else None
-        groups = await asyncio.gather(*(self._group(self.examples[i]) for i in indices))
+        examples = [self.examples[i] for i in indices]
+        groups = await asyncio.gather(*(self._group(e) for e in examples))
         elapsed = time.perf_counter() - start
-        scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
-        if self.advantage.credit == "turn":
-            scored = assign_reply_advantages(groups, self.env.reply_credit, scale, drop)
-        elif self.advantage.credit == "mixed":
-            weight = self.advantage.node_weight
-            scored = assign_mixed_advantages(groups, self.env.reply_credit, weight, scale, drop)
-        else:
-            scored = assign_advantages(groups, scale, drop)
         return StepRollouts(
-            groups=[
-                RolloutGroup(
-                    [ScoredRollout.from_state(s) for s in g.states[: self.group_size]],
-                    g.zero_variance,
-                    g.kept,
-                    guides=[ScoredRollout.from_state(s) for s in g.states[self.group_size :]],
-                )
-                for g in scored
-            ],
+            groups=scored_groups(groups, self._credit(examples, groups), self.group_size),
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},
         )
 
-    async def _group(self, example: Example) -> list[State]:
+    def _credit(self, examples: Sequence[Example], groups: Sequence[Sequence[Rollout]]) -> list[GroupCredit]:
+        """The step's advantages, computed once from every group's rewards under the run's scale and credit
+        (per reply: from the environment's ``reply_credit`` of each healthy rollout)."""
+        rewards_NG, errored_NG = rewards_and_errors(groups)
+        scale, drop = self.advantage.scale_rewards, self.advantage.drop_zero_variance_groups
+        if self.advantage.credit == "episode":
+            return episode_credit(rewards_NG, errored_NG, scale, drop)
+        credits_NG = [
+            [
+                [] if is_errored(reward, bad) else self.env.reply_credit(example, r)
+                for r, reward, bad in zip(g, rs, es, strict=True)
+            ]
+            for example, g, rs, es in zip(examples, groups, rewards_NG, errored_NG, strict=True)
+        ]
+        if self.advantage.credit == "mixed":
+            return mixed_credit(rewards_NG, errored_NG, credits_NG, self.advantage.node_weight, scale, drop)
+        return reply_credit_per_node(rewards_NG, errored_NG, credits_NG, scale, drop)
+
+    async def _group(self, example: Example) -> list[Rollout]:
         """The example's G sampled rollouts, scored, then its guide's (``rollout.guide``): its demonstration
         played through the environment by a ``ReplayBackend``, scored by the same rubric."""
-        states = await self.env.run_group(example, self.backend, self.group_size)
+        rollouts = await self.env.run_group(example, self.backend, self.group_size)
         if not self.guides:
-            return states
+            return rollouts
         replies = self._guide_replies.get(example.name)
         if replies is None:
             tokenizer = self.env.tokenizer
@@ -208,7 +210,7 @@ class Orchestrator:
             replies = self._guide_replies[example.name] = reply_ids(
                 tokenizer, self.env.system_prompt, messages, stop
             )
-        return [*states, *await self.env.run_group(example, ReplayBackend(replies, self.env.tokenizer), 1)]
+        return [*rollouts, *await self.env.run_group(example, ReplayBackend(replies, self.env.tokenizer), 1)]
 
 
 def guide_messages(cfg: TrainConfig, examples: Sequence[Example]) -> dict[str, list[dict[str, str]]]:

@@ -1,40 +1,21 @@
 """The types the trainer's parts hand each other.
 
-``RolloutGroup``: the scored rollouts of one example (``envs.rollout.ScoredRollout``, built once from the
-environment's finished ``State`` in the orchestrator, as an evaluation builds its own). ``TrainBatch``: the
-one object that crosses from orchestration to optimisation, shapes in the names: B sequences, T tokens
-(right-padded).
+``RolloutGroup`` (from ``envs.rollout``, the one group type of training and evaluation): the scored rollouts
+of one example. ``TrainBatch``: the one object that crosses from orchestration to optimisation, shapes in the
+names: B sequences, T tokens (right-padded).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envs.rollout import ScoredRollout
+from envs.rollout import RolloutGroup
 
 if TYPE_CHECKING:  # train.types is imported by code that must load without torch
     import torch
 
-
-@dataclass(frozen=True)
-class RolloutGroup:
-    """The G rollouts of one example, scored, with their advantages."""
-
-    rollouts: list[ScoredRollout]
-    """[G] in the order the environment returned them."""
-    zero_variance: bool
-    """The healthy rewards are (nearly) all equal, or fewer than two: the group carries no signal."""
-    kept: bool
-    """Trained on; False when dropped (no healthy rollout, or zero variance and such groups are dropped)."""
-    guides: list[ScoredRollout] = field(default_factory=list)
-    """The replayed demonstrations of a guided group (``rollout.guide``): in the group's baseline and in the
-    batch, never in the step's reward or rollout metrics (they were not sampled)."""
-
-    @property
-    def trained(self) -> list[ScoredRollout]:
-        """Every rollout the batch takes: the sampled ones, then the guides."""
-        return [*self.rollouts, *self.guides]
+__all__ = ["RolloutGroup", "TrainBatch"]
 
 
 @dataclass

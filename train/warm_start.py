@@ -140,6 +140,7 @@ def _accumulate(
 ) -> float:
     """The gradients of one optimiser step over ``rows``, in micro-batches: the mean cross-entropy over all
     their assistant tokens (each micro-batch's sum divided by the step's token count). Returns the loss."""
+    from rubrics.types import TokenSequence
     from train.batching import collate
     from train.distributed import backward
     from train.forward import forward_logprobs
@@ -148,7 +149,8 @@ def _accumulate(
     loss_sum = 0.0
     for m in range(0, len(rows), micro_batch_size):
         part = rows[m : m + micro_batch_size]
-        batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
+        rows_B = [TokenSequence(r["ids"], r["loss_mask"], r["logprobs"]) for r in part]
+        batch = collate(rows_B, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
         logprobs_BT, _ = forward_logprobs(model, batch, 1.0, entropy=False, chunk_tokens=chunk)  # [B, T]
         loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
         backward(accelerator, loss, m + micro_batch_size >= len(rows))

@@ -15,8 +15,8 @@ from envs.environment import Environment
 from envs.evaluation.result import EvalFolder, Evaluation
 from envs.evaluation.summary import EvalSummary, plot_summary, summarize
 from envs.examples import Example
-from envs.rollout import ScoredRollout
-from rubrics.advantages import assign_advantages
+from envs.rollout import ScoredRollout, rewards_and_errors, scored_groups
+from rubrics.advantages import episode_credit
 
 
 async def run_eval(
@@ -29,7 +29,7 @@ async def run_eval(
     progress: bool = True,
 ) -> tuple[EvalSummary, list[ScoredRollout]]:
     """``n`` rollouts of every example, scored, with their advantages within each group (unscaled), typed
-    once each group finishes (``ScoredRollout.from_state``); each group is written to ``out_path`` then."""
+    once each group finishes (``scored_groups``); each group is written to ``out_path`` then."""
     from rich.progress import Progress
 
     out = Path(out_path) if out_path else None
@@ -45,8 +45,8 @@ async def run_eval(
         async def one(example: Example) -> None:
             async with semaphore:
                 group = await env.run_group(example, backend, n)
-            assign_advantages([group])
-            scored = [ScoredRollout.from_state(s) for s in group]
+            (scored_group,) = scored_groups([group], episode_credit(*rewards_and_errors([group])))
+            scored = scored_group.rollouts
             rollouts.extend(scored)
             if handle is not None:
                 for r in scored:

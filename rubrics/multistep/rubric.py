@@ -1,9 +1,9 @@
 """``MultiStepRubric``: a DAG of requirements, judges, and a reward strategy, usable as a ``Rubric``.
 
-Scoring a state reads the scenario's ground truth from ``state["answer"]`` (requirement name ->
-``{"answer", "reasoning"}``) and the reply from ``state["completion"]``. When an environment already
-judged the rollout turn by turn it leaves the verdicts in ``state["multistep"]`` (an ``EvaluationResult``)
-and nothing is judged twice. The reward compares them with the scenario's ideal walk, computed once per
+Scoring a rollout reads the scenario's ground truth from its ``answer`` (requirement name ->
+``{"answer", "reasoning"}``) and the reply from its ``completion``. When an environment already judged the
+rollout turn by turn it leaves the verdicts in ``rollout.multistep`` (an ``EvaluationResult``; a hand-built
+state's ``state["multistep"]``) and nothing is judged twice. The reward compares them with the scenario's ideal walk, computed once per
 scenario (``MultiStepRubric.ideal_walk``). Metrics: ``req/<name>`` (1.0 correct, 0.0 incorrect) for every
 judged requirement, ``depth``, ``path_length`` and ``stop/<reason>``.
 """
@@ -21,7 +21,7 @@ from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.strategies import RewardStrategy
 from rubrics.multistep.walk import EvaluationResult, Walk, evaluate, ground_truth_walk
 from rubrics.rubric import RewardWithMetrics, Rubric
-from rubrics.types import Messages, State
+from rubrics.types import Messages, Rollout
 
 
 class MultiStepRubric(Rubric):
@@ -137,14 +137,14 @@ class MultiStepRubric(Rubric):
         return self.reward_strategy(result.results, self.ideal_walk(answers).results)
 
     async def multistep_reward(
-        self, prompt: Messages | str, completion: Messages | str, answer: Any, state: State
+        self, prompt: Messages | str, completion: Messages | str, answer: Any, rollout: Rollout
     ) -> RewardWithMetrics:
         """The reward function this rubric registers: evaluate (or reuse the environment's verdicts)."""
         if not isinstance(answer, Mapping):
             raise ValueError("state['answer'] must map requirement names to ground-truth answers")
-        result = state.get("multistep")
+        result = rollout.multistep
         if result is None:
-            result = state["multistep"] = await self.evaluate(answer, completion, prompt)
+            result = rollout.multistep = await self.evaluate(answer, completion, prompt)
         metrics = {f"req/{r.name}": 1.0 if r.correct else 0.0 for r in result.results}
         metrics["depth"] = float(result.depth)
         metrics["path_length"] = float(len(result.path))

@@ -3,6 +3,7 @@ verdicts kept per rollout, the probe's trivial policies, per-tag metrics, and fa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,12 @@ from envs.build import make_env
 from envs.config import EnvConfig
 from envs.criteria_env import CriteriaEnv
 from envs.examples import Example
-from envs.rollout import ScoredRollout
-from rubrics.advantages import assign_advantages
 from rubrics.autograders import PerCriterionGrader
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.criteria_examples import CriteriaExample
 from rubrics.judges.client import LLMJudgeClient
 from tests.support.judge_server import JudgeServer
+from tests.support.rollouts import with_advantages
 from tests.support.scripted_backend import CyclingBackend
 
 BURN = CriteriaExample.model_validate(
@@ -67,17 +67,16 @@ async def test_rule_criteria_score_each_reply_with_the_seed_formula(tokenizer: A
         "Do not use butter or ice; cool water, then a clinic.",  # negated pitfall: 6 of 6 -> 1.0
     ]
     states = await play(tokenizer, replies)
-    assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, 0.0, 1.0]
-    second = states[1]["criteria"]
+    assert [round(s.reward, 4) for s in states] == [1.0, 0.1667, 0.0, 1.0]
+    second = states[1].criteria
     assert second.example == "burn-1" and second.raw_score == 1.0 and second.possible == 6.0
     assert [v.met for v in second.verdicts] == [True, False, True]
     assert {v.judged_by for v in second.verdicts} == {"rule"}
     env = CriteriaEnv([BURN], RuleFirstGrader(), tokenizer)
-    assign_advantages([states])
-    second_rollout = ScoredRollout.from_state(states[1])
+    second_rollout = with_advantages(states)[1]
     metrics = env.step_metrics([second_rollout])
     # an errored rollout's verdicts are not counted
-    errored = ScoredRollout.from_state({**states[0], "error": "judge timed out"})
+    errored = dataclasses.replace(with_advantages(states)[0], error="judge timed out")
     assert env.step_metrics([second_rollout, errored]) == metrics
     assert metrics["criteria/pitfalls_met_fraction"] == 1.0
     assert metrics["criteria/met_fraction"] == 2 / 3
@@ -100,13 +99,13 @@ async def test_an_unclipped_reward_counts_a_pitfall_against_a_reply_that_earned_
         states += await env.run_group(
             Example(criteria=BURN), CyclingBackend(tokenizer, replies[len(states) :]), 1
         )
-    assert [round(s["reward"], 4) for s in states] == [1.0, 0.1667, -0.5, 0.0]
-    assert states[2]["criteria"].score == 0.0  # the verdicts keep the autograder's clipped score
+    assert [round(s.reward, 4) for s in states] == [1.0, 0.1667, -0.5, 0.0]
+    assert states[2].criteria.score == 0.0  # the verdicts keep the autograder's clipped score
     # an example without positive points keeps the all-negative rule: 1 + (-3)/3 = 0 for the pitfall
     only_pitfall = BURN.model_copy(update={"id": "burn-2", "criteria": BURN.criteria[2:]})
     env = CriteriaEnv([only_pitfall], RuleFirstGrader(), tokenizer, clip_reward=False)
     (state,) = await env.run_group(Example(criteria=only_pitfall), CyclingBackend(tokenizer, ["Ice."]), 1)
-    assert state["reward"] == 0.0
+    assert state.reward == 0.0
     assert "unclipped" in env.report_sections({})[0]
     assert "clipped to [0, 1]" in CriteriaEnv([BURN], RuleFirstGrader(), tokenizer).report_sections({})[0]
     # the option is read through the config, and refused where there is no criteria reward to unclip
@@ -150,20 +149,16 @@ async def test_llm_criteria_go_to_the_judge_and_a_failed_judge_marks_the_rollout
         backend = CyclingBackend(tokenizer, ["Use a clinic."])
         (state,) = await env.run_group(Example(criteria=llm_only), backend, 1)
         # the judge says MET for "cool" (4), the rule finds "clinic" (2): 6 of 6
-        assert state["reward"] == 1.0 and len(server.requests) == 1
-        assert [v.judged_by for v in state["criteria"].verdicts] == ["llm", "rule", "rule"]
-        assign_advantages([[state]])
-        spent = env.step_metrics(
-            [ScoredRollout.from_state(state)]
-        )  # the judge's counters since the last step
+        assert state.reward == 1.0 and len(server.requests) == 1
+        assert [v.judged_by for v in state.criteria.verdicts] == ["llm", "rule", "rule"]
+        spent = env.step_metrics(with_advantages([state]))  # the judge's counters since the last step
         assert spent["judge/calls"] == 1 and spent["judge/requests"] == 1 and spent["judge/seconds"] > 0
         assert spent["criteria/rule_judged_fraction"] == 2 / 3
         server.faults.extend(["500", "500"])  # both attempts fail
         (failed,) = await env.run_group(
             Example(criteria=llm_only), CyclingBackend(tokenizer, ["Another."]), 1
         )
-        assert failed.get("error") and math.isnan(failed["reward"])
-        assign_advantages([[failed]])
-        spent = env.step_metrics([ScoredRollout.from_state(failed)])  # only this step's: 2 attempts, failed
+        assert failed.error and math.isnan(failed.reward)
+        spent = env.step_metrics(with_advantages([failed]))  # only this step's: 2 attempts, failed
         assert spent["judge/calls"] == 1 and spent["judge/requests"] == 2 and spent["judge/failures"] == 1
         await client.close()

@@ -34,20 +34,20 @@ async def test_single_turn_env_records_the_trajectory(local: LocalBackend) -> No
         system_prompt="Be brief.",
         sampling=SamplingParams(temperature=1.0, max_tokens=10),
     )
-    states = await env.run_group(env.dataset[0], local, n=4)
+    rollouts = await env.run_group(env.dataset[0], local, n=4)
     prompt_ids = chat_ids(local.tokenizer, [{"role": "system", "content": "Be brief."}, *QUESTION])
-    for s in states:
-        (step,) = s["trajectory"]
+    for r in rollouts:
+        (step,) = r.trajectory
         assert step["prompt_ids"] == prompt_ids
         assert len(step["completion_ids"]) == len(step["completion_logprobs"]) <= 10
-        assert s["reward"] == float(len(s["completion"][0]["content"]))
-        assert s["timing"]["generation_ms"] > 0 and s["timing"]["scoring_ms"] >= 0
-    assert all("advantage" not in s for s in states)  # advantages are the caller's (assign_advantages)
+        assert r.reward == float(len(r.completion[0]["content"]))
+        assert r.timing["generation_ms"] > 0 and r.timing["scoring_ms"] >= 0
+    assert not hasattr(rollouts[0], "advantage")  # advantages are the caller's (rubrics.advantages)
 
 
-class EchoEnv(MultiTurnEnv):
-    async def env_response(self, messages, state) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": f"Turn {state['turn']} done. Go on."}]
+class EchoEnv(MultiTurnEnv[None]):
+    async def env_response(self, example, rollout, progress, messages) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"Turn {rollout.turn} done. Go on."}]
 
 
 async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(local: LocalBackend) -> None:
@@ -58,14 +58,14 @@ async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(
         sampling=SamplingParams(temperature=1.0, max_tokens=6),
         max_turns=3,
     )
-    (state,) = await env.rollout_group(env.dataset[0], local, n=1)
-    steps = state["trajectory"]
-    assert len(steps) == 3 and state["stop_reason"] == "max_turns"
+    (rollout,) = await env.rollout_group(env.dataset[0], local, n=1)
+    steps = rollout.trajectory
+    assert len(steps) == 3 and rollout.stop_reason == "max_turns"
     for prev, nxt in itertools.pairwise(steps):
         # each turn's prompt extends the previous prompt and the model's exact ids (never re-tokenised)
         seen = prev["prompt_ids"] + prev["completion_ids"]
         assert nxt["prompt_ids"][: len(seen)] == seen
-    roles = [m["role"] for m in state["completion"]]
+    roles = [m["role"] for m in rollout.completion]
     assert roles == ["assistant", "user", "assistant", "user", "assistant"]
     sequence = build_sequence(steps)  # model tokens masked in, environment tokens out
     assert sequence.ids == steps[-1]["prompt_ids"] + steps[-1]["completion_ids"]
@@ -80,12 +80,7 @@ async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(
     assert sequence.replies == [
         (len(s["prompt_ids"]), len(s["prompt_ids"]) + len(s["completion_ids"])) for s in steps
     ]
-    assert state["sequence"] == {
-        "ids": sequence.ids,
-        "loss_mask": sequence.loss_mask,
-        "logprobs": sequence.logprobs,
-        "replies": sequence.replies,
-    }
+    assert rollout.sequence == sequence
     broken = [dict(steps[0]), {**steps[1], "prompt_ids": [7, *steps[1]["prompt_ids"][1:]]}]
     with pytest.raises(
         TrajectoryError, match="turn 1: prompt ids diverge from the earlier turns at position 0"
@@ -94,22 +89,22 @@ async def test_multi_turn_ids_are_the_served_ids_and_render_as_the_conversation(
     # the env ids are exactly the template's rendering of the new message
     last = steps[-1]
     text = local.tokenizer.decode(last["prompt_ids"], skip_special_tokens=False)
-    messages = [*QUESTION, *state["completion"][:-1]]
+    messages = [*QUESTION, *rollout.completion[:-1]]
     assert text.endswith(render(local.tokenizer, messages, True)[-40:])
 
 
-class StoppingEnv(MultiTurnEnv):
+class StoppingEnv(MultiTurnEnv[None]):
     """Stops on a reply that says "stop" (with the reason the reply names, if any)."""
 
-    async def is_completed(self, messages, state) -> bool | StopReason:
+    async def is_completed(self, example, rollout, progress, messages) -> bool | StopReason:
         text = messages[-1]["content"]
         if "terminal" in text:
             return StopReason.TERMINAL
         if "custom" in text:
-            state["stop_reason"] = "custom"
+            rollout.stop_reason = "custom"
         return "stop" in text
 
-    async def env_response(self, messages, state) -> list[dict[str, Any]]:
+    async def env_response(self, example, rollout, progress, messages) -> list[dict[str, Any]]:
         return [] if "silence" in messages[-1]["content"] else [{"role": "user", "content": "Go on."}]
 
 
@@ -128,5 +123,5 @@ async def test_multi_turn_stop_reasons(
 ) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     env = StoppingEnv([{"prompt": QUESTION}], Rubric(funcs=[length_reward]), tokenizer, max_turns=3)
-    (state,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, replies), n=1)
-    assert state["stop_reason"] == stop and type(state["stop_reason"]) is str and state["turn"] == turns
+    (rollout,) = await env.rollout_group(env.dataset[0], ScriptedBackend(tokenizer, replies), n=1)
+    assert rollout.stop_reason == stop and type(rollout.stop_reason) is str and rollout.turn == turns

@@ -135,7 +135,7 @@ def test_the_trl_benchmark_rewards_a_reply_as_our_environment_does(clip: bool, t
     env = CriteriaEnv([example], RuleFirstGrader(), tokenizer, clip_reward=clip)
 
     def ours(text: str) -> float:
-        return asyncio.run(env.grade({"info": {"scenario": example.id}}, text)).value
+        return env.reward_of(asyncio.run(env.grade(example, text)))
 
     for text in (LIST_LOOP, PLAIN, ""):
         assert _grade({example.id: example}, example.id, text, clip) == ours(text)

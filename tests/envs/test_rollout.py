@@ -1,7 +1,7 @@
-"""``ScoredRollout``: built once from a finished state, written as ``rollouts.jsonl`` always held it (the
-state's plain data, key for key and byte for byte), and read back as the same rollout. Real environments,
-scripted replies: a multi-step walk, failed rollouts, criteria verdicts, a reward function that raises, a
-prompt over the budget."""
+"""``ScoredRollout``: built once from a finished ``Rollout`` and its credit, written as ``rollouts.jsonl``
+always held it (its keys in the order an environment wrote them into a state), and read back as the same
+rollout. Real environments, scripted replies: a multi-step walk, failed rollouts, criteria verdicts, a reward
+function that raises, a prompt over the budget."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from envs.criteria_env import CriteriaEnv
 from envs.environment import Environment, SingleTurnEnv
 from envs.examples import Example
 from envs.multistep_env import MultiStepMultiTurnEnv
-from envs.rollout import ScoredRollout
-from rubrics.advantages import assign_advantages
+from envs.rollout import ScoredRollout, rewards_and_errors, scored_groups
+from rubrics.advantages import episode_credit
 from rubrics.autograders.mixed import RuleFirstGrader
 from rubrics.rubric import Rubric
-from rubrics.types import State, plain_state
+from rubrics.types import Rollout
 from tests.envs.helpers import QUESTION, SCENARIO, length_reward, reveal_rubric
 from tests.envs.test_criteria_env import BURN
 from tests.support.scripted_backend import CyclingBackend, FlakyBackend, ScriptedBackend
@@ -35,28 +35,38 @@ def tokenizer(tiny_model_dir: Path) -> Any:
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
-async def _scored(env: Environment, backend: Any, n: int = 2) -> list[State]:
-    group = await env.run_group(env.dataset[0], backend, n)
-    assign_advantages([group])
-    return group
+async def _scored(env: Environment, backend: Any, n: int = 2) -> list[Rollout]:
+    return await env.run_group(env.dataset[0], backend, n)
 
 
 def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, default=str)  # as envs.evaluation.run writes a line
 
 
-def _check(states: list[State]) -> list[ScoredRollout]:
-    """Every state's line is the one its plain data made (the format before the typed rollout), and reads
-    back as the same rollout."""
-    rollouts = []
-    for state in states:
-        rollout = ScoredRollout.from_state(state)
+START = ["prompt", "completion", "answer", "task", "info", "trajectory", "timing", "turn", "is_truncated"]
+"""The keys every rollout starts with, in the order environments wrote them into a state."""
+
+
+def _check(group: list[Rollout]) -> list[ScoredRollout]:
+    """Every rollout's line holds its keys in the order ``rollouts.jsonl`` always had (what a rollout starts
+    with, then the failure or the walk, verdicts and sequence, the score, the advantage), and reads back as
+    the same rollout."""
+    (scored,) = scored_groups([group], episode_credit(*rewards_and_errors([group])))
+    for rollout in scored.rollouts:
         line = _line(rollout.to_dict())
-        assert line == _line(plain_state(state))
+        keys = list(json.loads(line))
+        if rollout.error and rollout.error_cause != "reward_function":
+            middle = ["error", "error_cause", "stop_reason"]
+        else:
+            middle = ["reply_nodes"] * (rollout.reply_nodes is not None) + ["stop_reason"]
+            middle += [k for k in ("multistep", "sequence", "criteria") if getattr(rollout, k) is not None]
+        end = ["reward", "metrics"] + (
+            ["error", "error_cause"] if rollout.error_cause == "reward_function" else []
+        )
+        assert keys == [*START, *middle, *end, "advantage"]
         back = ScoredRollout.from_dict(json.loads(line))
         assert _line(back.to_dict()) == line
-        rollouts.append(rollout)
-    return rollouts
+    return scored.rollouts
 
 
 async def test_a_multistep_walk_writes_as_before(tokenizer: Any) -> None:
@@ -87,7 +97,6 @@ async def test_criteria_verdicts_and_a_scoring_error_write_as_before(tokenizer: 
     backend = CyclingBackend(tokenizer, ["Cool water, then a doctor.", "Put butter on it."])
     group = await env.run_group(Example(criteria=BURN), backend, 1)
     group += await env.run_group(Example(criteria=BURN), backend, 1)
-    assign_advantages([group])
     first, second = _check(group)
     assert first.criteria is not None and first.criteria.score == 1.0 and second.reward < 1.0
 
@@ -99,8 +108,13 @@ async def test_criteria_verdicts_and_a_scoring_error_write_as_before(tokenizer: 
     assert rollout.error_cause == "reward_function" and rollout.sequence is not None
 
 
-def test_a_state_with_a_key_the_type_does_not_hold_is_refused() -> None:
+def test_a_line_with_a_key_the_type_does_not_hold_is_refused() -> None:
     with pytest.raises(ValueError, match=r"field 'progress' is not one of a scored rollout"):
-        ScoredRollout.from_state({"progress": object()})  # type: ignore[typeddict-unknown-key]
+        ScoredRollout.from_dict({"progress": 1})
     with pytest.raises(ValueError, match=r"field 'prompt' is missing"):
-        ScoredRollout.from_state({"reward": 1.0})
+        ScoredRollout.from_dict({"reward": 1.0})
+
+
+def test_an_unscored_rollout_is_refused() -> None:
+    with pytest.raises(ValueError, match="score the rollout first"):
+        ScoredRollout.from_rollout(Rollout(prompt="hi"), episode_credit([[0.0]], [[False]])[0].rollouts_G[0])

@@ -1,5 +1,5 @@
 """Group advantages (``rubrics.advantages``): hand-derived values, the arithmetic in comments; the rubric API's
-``state["advantage"]`` equals the trainer's unscaled advantages."""
+``state["advantage"]`` equals the trainer's unscaled advantages (``episode_credit``)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ import math
 
 import pytest
 
+from envs.rollout import rewards_and_errors
 from rubrics import Rubric
 from rubrics.advantages import (
     EPS,
     batch_scale,
+    episode_credit,
     group_advantages,
     mean,
-    rewards_and_errors,
     sample_std,
     step_advantages,
 )
+from rubrics.types import Rollout
 
 
 def test_group_scale_uses_sample_std() -> None:
@@ -139,8 +141,12 @@ async def test_rubric_api_and_trainer_give_the_same_unscaled_advantages() -> Non
     states = [{"completion": c} for c in ("1", "0", "0", "boom", "0.7")]
     await Rubric(funcs=[score]).score_group(states)
     assert states[3]["error"] and math.isnan(states[3]["reward"])
-    rewards_G, errored_G = rewards_and_errors(states)
-    (trainer,) = step_advantages([rewards_G], [errored_G], "none")
-    assert [s["advantage"] for s in states] == trainer.advantages_G  # exactly, errored rollout included
+    # the trainer's path: the scored states as typed rollouts, their rewards, the unscaled episode credit
+    rewards_NG, errored_NG = rewards_and_errors([[Rollout.from_state(s) for s in states]])
+    assert errored_NG == [[False, False, False, True, False]]
+    (trainer,) = episode_credit(rewards_NG, errored_NG, "none")
+    advantages_G = [c.advantage for c in trainer.rollouts_G]
+    assert [s["advantage"] for s in states] == advantages_G  # exactly, errored rollout included
     # healthy [1, 0, 0, 0.7]: mean 1.7 / 4 = 0.425
-    assert trainer.advantages_G == pytest.approx([0.575, -0.425, -0.425, 0.0, 0.275])
+    assert advantages_G == pytest.approx([0.575, -0.425, -0.425, 0.0, 0.275])
+    assert (trainer.zero_variance, trainer.kept) == (False, True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.rollout import ScoredRollout
-from rubrics.types import State
+from envs.rollout import ScoredRollout, rewards_and_errors, scored_groups
+from rubrics.advantages import ReplyCredit, episode_credit
+from rubrics.types import Rollout, State, TokenSequence
 
 
 def finished(**fields: Any) -> State:
@@ -33,6 +34,20 @@ def finished(**fields: Any) -> State:
 
 
 def scored(**fields: Any) -> ScoredRollout:
-    """``finished(**fields)`` as a ``ScoredRollout`` (typed fields, such as ``multistep``, given typed)."""
-    typed = {k: fields.pop(k) for k in ("multistep", "criteria") if k in fields}
-    return ScoredRollout.from_state({**finished(**fields), **typed})  # type: ignore[typeddict-item]
+    """``finished(**fields)`` as a ``ScoredRollout`` (typed fields, such as ``multistep``, given typed; a
+    ``sequence`` or ``reply_credit`` may be given as plain data)."""
+    data: dict[str, Any] = dict(finished(**fields))
+    if isinstance(data.get("sequence"), dict):
+        data["sequence"] = TokenSequence.from_dict(data["sequence"])
+    if data.get("reply_credit") is not None:
+        data["reply_credit"] = [
+            c if isinstance(c, ReplyCredit) else ReplyCredit(c["node"], c["reward_to_go"])
+            for c in data["reply_credit"]
+        ]
+    return ScoredRollout(**data)
+
+
+def with_advantages(group: list[Rollout]) -> list[ScoredRollout]:
+    """A scored group of rollouts, frozen with its unscaled advantages (as an evaluation does)."""
+    (scored_group,) = scored_groups([group], episode_credit(*rewards_and_errors([group])))
+    return scored_group.rollouts

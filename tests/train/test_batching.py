@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from envs.rollout import ScoredRollout  # noqa: E402
-from rubrics.types import State  # noqa: E402
-from tests.support.rollouts import finished  # noqa: E402
+from rubrics.types import TokenSequence  # noqa: E402
+from tests.support.rollouts import scored  # noqa: E402
 from train.batching import collate, rollouts_to_batch  # noqa: E402
 from train.types import RolloutGroup  # noqa: E402
 
 # two sequences: 4 tokens (prompt 2, model 2) and 3 tokens (prompt 1, model 1, environment 1)
-LONG = {"ids": [5, 6, 7, 8], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0, 0.0, -0.5, -1.0]}
-SHORT = {"ids": [9, 10, 11], "loss_mask": [0, 1, 0], "logprobs": [0.0, -0.25, 0.0]}
+LONG = TokenSequence(ids=[5, 6, 7, 8], loss_mask=[0, 0, 1, 1], logprobs=[0.0, 0.0, -0.5, -1.0])
+SHORT = TokenSequence(ids=[9, 10, 11], loss_mask=[0, 1, 0], logprobs=[0.0, -0.25, 0.0])
 
 
 def test_collate_right_pads_and_keeps_masks_without_mask_truncated() -> None:
@@ -50,10 +51,9 @@ def test_slice_trims_to_the_longest_real_sequence() -> None:
     assert torch.equal(part.advantages_BT, torch.tensor([[-0.5] * 3]))
 
 
-def _group(states: list[State], advantages_G: list[float], kept: bool = True) -> RolloutGroup:
-    for state, advantage in zip(states, advantages_G, strict=True):
-        state["advantage"] = advantage  # as scoring writes it
-    rollouts = [ScoredRollout.from_state(finished(**s)) for s in states]
+def _group(fields_G: list[dict[str, Any]], advantages_G: list[float], kept: bool = True) -> RolloutGroup:
+    """Scored rollouts with ``fields_G`` and the advantages their credit gave them."""
+    rollouts = [scored(**{**f, "advantage": a}) for f, a in zip(fields_G, advantages_G, strict=True)]
     return RolloutGroup(rollouts, zero_variance=False, kept=kept)
 
 
@@ -83,25 +83,20 @@ def test_rollouts_to_batch_without_trainable_rollouts_and_with_dropped_groups() 
 
 
 # a two-reply rollout: prompt [1, 2], reply [3, 4], environment [5], reply [6]
-TWO_REPLIES = {
-    "ids": [1, 2, 3, 4, 5, 6],
-    "loss_mask": [0, 0, 1, 1, 0, 1],
-    "logprobs": [0.0, 0.0, -0.5, -0.5, 0.0, -1.0],
-    "replies": [[2, 4], [5, 6]],
-}
+TWO_REPLIES = TokenSequence(
+    ids=[1, 2, 3, 4, 5, 6],
+    loss_mask=[0, 0, 1, 1, 0, 1],
+    logprobs=[0.0, 0.0, -0.5, -0.5, 0.0, -1.0],
+    replies=[(2, 4), (5, 6)],
+)
 
 
 def test_reply_advantages_go_on_their_own_replies_tokens() -> None:
     # credit per reply: 0.75 on the first reply's tokens, -1.5 on the second's, 0.0 on prompt and environment;
     # a rollout of the same batch without reply advantages keeps its one advantage on the whole row
-    state: State = {
-        "sequence": TWO_REPLIES,
-        "reward": 1.0,
-        "advantage": 0.75,
-        "reply_advantages": [0.75, -1.5],
-    }
+    fields = {"sequence": TWO_REPLIES, "reward": 1.0, "reply_advantages": [0.75, -1.5]}
     batch = rollouts_to_batch(
-        [_group([state, {"sequence": SHORT, "reward": 0.0}], [0.75, -0.25])], pad_token_id=0
+        [_group([fields, {"sequence": SHORT, "reward": 0.0}], [0.75, -0.25])], pad_token_id=0
     )
     assert batch is not None
     assert torch.equal(batch.advantages_BT, torch.tensor([[0.0, 0.0, 0.75, 0.75, 0.0, -1.5], [-0.25] * 6]))
@@ -109,6 +104,6 @@ def test_reply_advantages_go_on_their_own_replies_tokens() -> None:
 
 
 def test_reply_advantages_must_match_the_replies() -> None:
-    state: State = {"sequence": TWO_REPLIES, "reward": 1.0, "advantage": 0.75, "reply_advantages": [0.75]}
+    fields = {"sequence": TWO_REPLIES, "reward": 1.0, "reply_advantages": [0.75]}
     with pytest.raises(ValueError, match="1 reply advantages for a sequence of 2 replies"):
-        rollouts_to_batch([_group([state], [0.75])], pad_token_id=0)
+        rollouts_to_batch([_group([fields], [0.75])], pad_token_id=0)

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 import torch
 from transformers import AutoModelForCausalLM
 
+from rubrics.types import TokenSequence
 from tests.train.runs import run_config
 from train.batching import collate
 from train.config_files import ConfigError, load_config
@@ -81,7 +82,7 @@ def test_bad_budgets_are_refused_with_the_field() -> None:
 LENGTHS = [20, 7, 13, 20, 5, 11]
 
 
-def _sequences() -> list[dict[str, list[Any]]]:
+def _sequences() -> list[TokenSequence]:
     g = torch.Generator().manual_seed(0)
     out = []
     for n in LENGTHS:
@@ -89,11 +90,11 @@ def _sequences() -> list[dict[str, list[Any]]]:
         mask[n // 2] = 0  # an environment token inside the rollout
         logprobs = (-torch.rand(n, generator=g) * 3).tolist()  # the engine's: IS weights differ from 1
         out.append(
-            {
-                "ids": torch.randint(3, 200, (n,), generator=g).tolist(),
-                "loss_mask": mask,
-                "logprobs": logprobs,
-            }
+            TokenSequence(
+                ids=torch.randint(3, 200, (n,), generator=g).tolist(),
+                loss_mask=mask,
+                logprobs=logprobs,
+            )
         )
     return out
 
@@ -104,7 +105,7 @@ def _step(
     loss_type: str,
     beta: float,
     *overrides: str,
-    sequences: list[dict[str, list[Any]]] | None = None,
+    sequences: list[TokenSequence] | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """One step with plain SGD at learning rate 1 (no clipping): the weights move by exactly -gradient."""
     from accelerate import Accelerator
@@ -181,7 +182,7 @@ def test_shared_prompts_give_the_same_step(tiny_model_dir: Path, tmp_path: Path,
     reply whole, and the positions it saves."""
     sequences = _sequences()
     for row in (1, 2, 4, 5):  # each group's replies answer its first row's 3-token prompt
-        sequences[row]["ids"][:3] = sequences[3 * (row // 3)]["ids"][:3]
+        sequences[row].ids[:3] = sequences[3 * (row // 3)].ids[:3]
     common = ("optim.micro_batch_size=3",)
     whole, whole_grads = _step(tiny_model_dir, tmp_path / "w", "dapo", beta, *common, sequences=sequences)
     shared, shared_grads = _step(
@@ -212,8 +213,8 @@ def test_shared_prompts_are_refused_with_checkpointing(tiny_model_dir: Path, tmp
 
 
 def test_packed_inputs_by_hand() -> None:
-    long = {"ids": [5, 6, 7, 8], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0] * 4}
-    short = {"ids": [9, 10, 11], "loss_mask": [0, 1, 0], "logprobs": [0.0] * 3}
+    long = TokenSequence(ids=[5, 6, 7, 8], loss_mask=[0, 0, 1, 1], logprobs=[0.0] * 4)
+    short = TokenSequence(ids=[9, 10, 11], loss_mask=[0, 1, 0], logprobs=[0.0] * 3)
     ids, positions, predicting, targets = packed_inputs(collate([long, short], [1.0, 1.0], [False] * 2, 0))
     assert ids.tolist() == [[5, 6, 7, 8, 9, 10, 11]] and positions.tolist() == [[0, 1, 2, 3, 0, 1, 2]]
     # loss tokens 7, 8 (packed 2, 3: predicted from 1, 2) and 10 (packed 5, predicted from 4)

@@ -16,8 +16,8 @@ pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
 
 from envs.rollout import ScoredRollout
 from rubrics import Rubric
-from rubrics.types import State
-from tests.support.rollouts import finished
+from rubrics.types import Rollout, State
+from tests.support.rollouts import scored
 from tests.support.scripted_backend import ScriptedBackend
 from train.config import AdvantageConfig, TrainConfig
 from train.orchestrator import Orchestrator, StepRollouts
@@ -38,17 +38,19 @@ class FakeEnv:
         self.rubric = Rubric(funcs=[_score])
         self.calls: list[int] = []
 
-    async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[State]:
+    async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[Rollout]:
         self.calls.append(example["id"])
-        states: list[State] = [
-            finished(completion=c, info={"id": example["id"], "scenario": str(example["id"])})
+        rollouts = [
+            Rollout(
+                prompt=f"play {example['id']}",
+                completion=c,
+                info={"id": example["id"], "scenario": str(example["id"])},
+                stop_reason="completed",
+            )
             for c in example["completions"][:n]
         ]
-        for state in states:  # finished, not yet scored: scoring writes these
-            for key in ("reward", "metrics", "advantage"):
-                del state[key]  # type: ignore[misc]
-        await self.rubric.score_rewards(states)  # as Environment.run_group: advantages are the step's
-        return states
+        await self.rubric.score_rollouts(rollouts)  # as Environment.run_group: advantages are the step's
+        return rollouts
 
     def stratum(self, example: dict[str, Any]) -> str | None:
         return example.get("stratum")
@@ -199,7 +201,7 @@ def test_unscaled_trainer_advantages_equal_the_rubric_api() -> None:
 
 def test_off_policy_lag_is_measured_from_the_versions_stamped_at_generation() -> None:
     def rollout(*versions: int) -> ScoredRollout:
-        return ScoredRollout.from_state(finished(trajectory=[{"weight_version": v} for v in versions]))
+        return scored(trajectory=[{"weight_version": v} for v in versions])
 
     groups = [RolloutGroup([rollout(3, 4), rollout(4)], zero_variance=False, kept=True)]
     rollouts = StepRollouts(groups=groups, generate_s=1.0, policy_version=3)  # requested: 3

@@ -11,6 +11,7 @@ pytest.importorskip("transformers")
 import torch
 from transformers import AutoModelForCausalLM
 
+from rubrics.types import TokenSequence
 from train.batching import collate
 from train.forward import PrefixCluster, forward_cost, forward_logprobs, prefix_clusters
 from train.loss import token_entropy, token_logprobs
@@ -20,12 +21,12 @@ def test_logits_to_keep_gives_the_same_logprobs_on_loss_tokens(tiny_model_dir: P
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
     # two sequences: 5 and 3 prompt tokens, then model tokens (mask 1), an env token (mask 0), model tokens
     seqs = [
-        {
-            "ids": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
-            "loss_mask": [0, 0, 0, 0, 0, 1, 1, 0, 1, 1],
-            "logprobs": [0.0] * 10,
-        },
-        {"ids": [20, 21, 22, 23, 24, 25], "loss_mask": [0, 0, 0, 1, 1, 1], "logprobs": [0.0] * 6},
+        TokenSequence(
+            ids=[5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+            loss_mask=[0, 0, 0, 0, 0, 1, 1, 0, 1, 1],
+            logprobs=[0.0] * 10,
+        ),
+        TokenSequence(ids=[20, 21, 22, 23, 24, 25], loss_mask=[0, 0, 0, 1, 1, 1], logprobs=[0.0] * 6),
     ]
     batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
     with torch.no_grad():
@@ -53,8 +54,10 @@ def test_chunked_output_head_gives_the_same_logprobs_and_gradients(
     entropies too; micro-batches with no loss token still run."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     seqs = [
-        {"ids": list(range(5, 17)), "loss_mask": [0] * 4 + [1] * 5 + [0] + [1] * 2, "logprobs": [0.0] * 12},
-        {"ids": list(range(30, 38)), "loss_mask": [0] * 3 + [1] * 5, "logprobs": [0.0] * 8},
+        TokenSequence(
+            ids=list(range(5, 17)), loss_mask=[0] * 4 + [1] * 5 + [0] + [1] * 2, logprobs=[0.0] * 12
+        ),
+        TokenSequence(ids=list(range(30, 38)), loss_mask=[0] * 3 + [1] * 5, logprobs=[0.0] * 8),
     ]
     batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
     weights = torch.randn(batch.input_ids_BT.shape)
@@ -77,7 +80,7 @@ def test_chunked_output_head_gives_the_same_logprobs_and_gradients(
 
     for ids in ([5, 6, 7], [5]):  # no loss token; a one-token micro-batch (the padding one of a step)
         empty = collate(
-            [{"ids": ids, "loss_mask": [0] * len(ids), "logprobs": [0.0] * len(ids)}], [0.0], [False], 0
+            [TokenSequence(ids=ids, loss_mask=[0] * len(ids), logprobs=[0.0] * len(ids))], [0.0], [False], 0
         )
         plain_empty, _ = forward_logprobs(model, empty, temperature=1.0)
         lp_empty, _ = forward_logprobs(model, empty, temperature=1.0, chunk_tokens=chunk_tokens)
@@ -96,8 +99,8 @@ def test_policy_forward_keeps_autocast_logits_with_the_same_logprobs_and_gradien
     from train.policy import keep_autocast_outputs
 
     seqs = [
-        {"ids": list(range(5, 17)), "loss_mask": [0] * 4 + [1] * 8, "logprobs": [0.0] * 12},
-        {"ids": list(range(30, 38)), "loss_mask": [0] * 3 + [1] * 5, "logprobs": [0.0] * 8},
+        TokenSequence(ids=list(range(5, 17)), loss_mask=[0] * 4 + [1] * 8, logprobs=[0.0] * 12),
+        TokenSequence(ids=list(range(30, 38)), loss_mask=[0] * 3 + [1] * 5, logprobs=[0.0] * 8),
     ]
     batch = collate(seqs, [1.0, -1.0], [False, False], pad_token_id=0)
     results = []
@@ -122,7 +125,7 @@ def test_policy_forward_keeps_autocast_logits_with_the_same_logprobs_and_gradien
     assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads, strict=True))
 
 
-def _two_groups_and_a_stray() -> list[dict[str, list]]:
+def _two_groups_and_a_stray() -> list[TokenSequence]:
     """Replies of two prompts (5 and 3 tokens; one reply with an environment token between its model
     tokens, one whose model tokens end the row early), a reply alone with its prompt, a row without a loss
     token, and a reply whose one model token ends its row."""
@@ -137,7 +140,7 @@ def _two_groups_and_a_stray() -> list[dict[str, list]]:
         ([60, 61, 62], [0, 0, 0]),
         ([*b, 38], [0] * 3 + [1]),
     ]
-    return [{"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)} for ids, mask in rows]
+    return [TokenSequence(ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids)) for ids, mask in rows]
 
 
 def test_prefix_clusters_group_the_rows_by_their_prompt() -> None:
@@ -223,8 +226,8 @@ def test_update_check_sees_the_update_raise_positive_and_lower_negative_replies(
     from train.step import train_step
 
     rows = [
-        {"ids": [5, 6, 7, 10, 11, 12, 13], "loss_mask": [0, 0, 0, 1, 1, 1, 1], "logprobs": [0.0] * 7},
-        {"ids": [5, 6, 7, 20, 21, 22, 23], "loss_mask": [0, 0, 0, 1, 1, 1, 1], "logprobs": [0.0] * 7},
+        TokenSequence(ids=[5, 6, 7, 10, 11, 12, 13], loss_mask=[0, 0, 0, 1, 1, 1, 1], logprobs=[0.0] * 7),
+        TokenSequence(ids=[5, 6, 7, 20, 21, 22, 23], loss_mask=[0, 0, 0, 1, 1, 1, 1], logprobs=[0.0] * 7),
     ]
     batch = collate(rows, [1.0, -1.0], [False, False], pad_token_id=0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)

@@ -23,9 +23,11 @@ from rubrics import Rubric
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
-class EchoEnv(MultiTurnEnv):
-    async def env_response(self, messages: list[dict[str, Any]], state: Any) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": f"Turn {state['turn']} noted. Continue."}]
+class EchoEnv(MultiTurnEnv[None]):
+    async def env_response(
+        self, example: Any, rollout: Any, progress: None, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"Turn {rollout.turn} noted. Continue."}]
 
 
 def count_turns(completion: Any, **kwargs: Any) -> float:
@@ -46,8 +48,8 @@ async def test_multi_turn_ids_and_logprobs_are_the_served_ones(rl_vllm_server, t
         (state,) = await env.run_group(env.dataset[0], backend, n=1)
     finally:
         await backend.close()
-    steps = state["trajectory"]
-    assert len(steps) == 3 and state["stop_reason"] == "max_turns"
+    steps = state.trajectory
+    assert len(steps) == 3 and state.stop_reason == "max_turns"
     sequence = build_sequence(steps)  # raises if a turn's prompt does not extend the served ids
 
     # the server tokenises nothing of ours: the last prompt it consumed is exactly our id list
