@@ -12,7 +12,7 @@ from rubrics.multistep.probe import PolicyScore, paired_difference
 
 
 def _old_paired(diffs: list[float]) -> tuple[float, float]:
-    """The paired t-interval as ``paired_difference`` derived it by hand before it used ``clustered_mean_ci``."""
+    """The paired t-interval as ``paired_difference`` derived it by hand before ``clustered_mean_ci``."""
     mean = math.fsum(diffs) / len(diffs)
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
     return mean, t95(len(diffs) - 1) * sd / math.sqrt(len(diffs))
