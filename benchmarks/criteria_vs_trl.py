@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import subprocess
@@ -52,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.trainer_vs_trl import OFFLINE_ENV  # noqa: E402
-from rubrics.intervals import clustered_mean_ci, t95  # noqa: E402
+from rubrics.intervals import clustered_mean_ci  # noqa: E402
 
 CONFIG = ROOT / "configs" / "train" / "criteria_cpu.yaml"
 EVAL_N = 4
@@ -89,12 +88,11 @@ def _summary(per_prompt: dict[str, list[float]]) -> dict[str, float]:
 
 def _paired(after: dict[str, list[float]], before: dict[str, list[float]]) -> dict[str, float]:
     """After minus before, paired by prompt: the mean of the per-prompt differences and its t-interval."""
-    diffs = [sum(after[k]) / len(after[k]) - sum(before[k]) / len(before[k]) for k in after if k in before]
-    if len(diffs) < 2:  # no interval (as rubrics.multistep.probe.paired_difference)
-        return {"change": diffs[0] if diffs else math.nan, "ci95": math.nan, "prompts": len(diffs)}
-    mean = math.fsum(diffs) / len(diffs)
-    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-    return {"change": mean, "ci95": t95(len(diffs) - 1) * sd / math.sqrt(len(diffs)), "prompts": len(diffs)}
+    common = [k for k in after if k in before]
+    diffs = [sum(after[k]) / len(after[k]) - sum(before[k]) / len(before[k]) for k in common]
+    # one difference per prompt, each its own cluster: the ordinary paired t-interval (as paired_difference)
+    mean, ci = clustered_mean_ci(diffs, common)
+    return {"change": mean, "ci95": ci, "prompts": len(diffs)}
 
 
 # -- the arms (each runs in its own subprocess) -------------------------------------------------------------

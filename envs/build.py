@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from envs.backends.base import SamplingParams, TrainingBackend
 from envs.config import EnvConfig
@@ -26,6 +26,9 @@ from rubrics.loading import FileLoadError, parse_jsonl
 from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
+
+if TYPE_CHECKING:
+    from envs.backends.local import LocalBackend
 
 T = TypeVar("T")
 
@@ -265,41 +268,56 @@ def make_backend(
     built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s; by default 4096 tokens a
     sequence and a KV cache of 1 GiB), its engine calls on ``executor``."""
     if backend == "local":
-        from envs.backends.local import LocalBackend
-
-        if policy is None:
-            local = LocalBackend.from_pretrained(
-                str(model_dir),
-                max_batch_rows=max_batch_rows,
-                sampling_dtype=sampling_dtype,
-                executor=executor,
-            )
-        else:
-            local = LocalBackend(
-                policy,
-                tokenizer,
-                max_batch_rows=max_batch_rows,
-                sampling_dtype=sampling_dtype,
-                executor=executor,
-            )
+        local = _local_backend(model_dir, policy, tokenizer, max_batch_rows, sampling_dtype, executor)
         return local, local.tokenizer
     if backend == "vllm":
         from envs.backends.vllm import VllmBackend
 
-        if tokenizer is None:
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        tokenizer = _tokenizer_for(model_dir, tokenizer)
         return VllmBackend(vllm_urls, str(model_dir), adapter_prefix=adapter_prefix), tokenizer
     if backend == "vllm_colocate":
         from envs.backends.colocate import ColocatedVllmBackend
 
-        if tokenizer is None:
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        tokenizer = _tokenizer_for(model_dir, tokenizer)
         options = dict(colocate or {})
         options.setdefault("max_model_len", 4096)
         options.setdefault("kv_cache_bytes", 1 << 30)  # vLLM's own default takes most of a CPU host's memory
         return ColocatedVllmBackend(model_dir, tokenizer, executor=executor, **options), tokenizer
     raise ValueError(f"backend must be 'local', 'vllm' or 'vllm_colocate', got {backend!r}")
+
+
+def _local_backend(
+    model_dir: str | Path,
+    policy: Any,
+    tokenizer: Any,
+    max_batch_rows: int,
+    sampling_dtype: str | None,
+    executor: concurrent.futures.Executor | None,
+) -> LocalBackend:
+    """transformers in this process: sampling from ``policy`` with ``tokenizer``, or, without a policy, from
+    ``model_dir`` loaded on the CPU in float32."""
+    from envs.backends.local import LocalBackend
+
+    if policy is None:
+        return LocalBackend.from_pretrained(
+            str(model_dir),
+            max_batch_rows=max_batch_rows,
+            sampling_dtype=sampling_dtype,
+            executor=executor,
+        )
+    return LocalBackend(
+        policy,
+        tokenizer,
+        max_batch_rows=max_batch_rows,
+        sampling_dtype=sampling_dtype,
+        executor=executor,
+    )
+
+
+def _tokenizer_for(model_dir: str | Path, tokenizer: Any) -> Any:
+    """``tokenizer``, or, when None, ``model_dir``'s (what a vLLM backend samples with)."""
+    if tokenizer is not None:
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir))

@@ -2,9 +2,11 @@
 
 Every ± given beside a reward comes from ``clustered_mean_ci``: an evaluation's ``summary.json`` and the
 table ``rubric-grpo eval`` prints (``envs.evaluation.summary``), ``report.md`` and ``report.png`` (which
-draw the logged ``eval/reward_ci95``), the rubric probe's table and the criteria scores per tag. Rollouts of
-one scenario are not independent: a scenario played 8 times is one piece of evidence with some noise, not 8,
-so the rollouts of one cluster (``cluster_of``) count together.
+draw the logged ``eval/reward_ci95``), the rubric probe's table, the criteria scores per tag, and the paired
+changes of ``report.md`` (``rubrics.multistep.probe.paired_difference``: one difference per scenario, each
+its own cluster, where the clustered interval is the ordinary paired t-interval). Rollouts of one scenario
+are not independent: a scenario played 8 times is one piece of evidence with some noise, not 8, so the
+rollouts of one cluster (``cluster_of``) count together.
 """
 
 from __future__ import annotations

@@ -118,14 +118,27 @@ def imitate(
             batches += 1
             log(step, {"warm_start/loss": loss_sum, "warm_start/grad_norm": grad_norm})
         epoch_losses.append(total / max(batches, 1))
+    return _statistics(sequences, cfg.epochs, step, epoch_losses, time.perf_counter() - started)
+
+
+def _statistics(
+    sequences: Sequence[dict[str, list[Any]]],
+    epochs: int,
+    steps: int,
+    epoch_losses: list[float],
+    seconds: float,
+) -> dict[str, Any]:
+    """What ``imitate`` returns and ``warm_start.json`` keeps: the demonstrations, their tokens (all, and
+    the assistant tokens trained on), the epochs and optimiser steps, the loss per epoch, the seconds and
+    the perplexity of the last epoch."""
     return {
         "demonstrations": len(sequences),
-        "epochs": cfg.epochs,
-        "steps": step,
+        "epochs": epochs,
+        "steps": steps,
         "epoch_loss": epoch_losses,
         "tokens": sum(len(s["ids"]) for s in sequences),
         "trained_tokens": sum(sum(s["loss_mask"]) for s in sequences),
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
         "final_perplexity": math.exp(epoch_losses[-1]) if epoch_losses else math.nan,
     }
 

@@ -150,6 +150,12 @@ def serve(
         startup_timeout=startup_timeout,
         lora_rank=lora_rank,
     )
+    return _run_until_stopped(server)
+
+
+def _run_until_stopped(server: VllmServer) -> int:
+    """Start ``server``, print its URL and wait: 1 when it fails to start or dies, 0 after Ctrl-C (or
+    SIGTERM, on the main thread); the server is stopped in every case."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if main_thread else None
     try:

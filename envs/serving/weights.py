@@ -218,26 +218,35 @@ async def push_weights(
             path = str(await asyncio.to_thread(save_state_dict, weights, Path(tmp.name) / WEIGHTS_FILE))
             save_s = time.perf_counter() - t_save
         size = _size(path)
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            outcomes = await asyncio.gather(
-                *(_push_one(client, u, path, timeout_s, pause_mode, weight_version) for u in urls),
-                return_exceptions=True,
-            )
+        timings = await _push_all(urls, path, timeout_s, pause_mode, weight_version)
     finally:
         if tmp is not None:
             tmp.cleanup()
+    result = WeightPushResult(
+        path=path, save_seconds=save_s, bytes=size, total_seconds=time.perf_counter() - t0
+    )
+    for url, timing in zip(urls, timings, strict=True):
+        result.reload_seconds[url], result.server_seconds[url] = timing
+    return result
+
+
+async def _push_all(
+    urls: Sequence[str], path: str, timeout_s: float, pause_mode: PauseMode, weight_version: str | None
+) -> list[tuple[float, float]]:
+    """``_push_one`` on every server at once; (reload s, total s) per server, in the order of ``urls``.
+
+    Every server is resumed before an error is raised: a server's own error as it is, several joined."""
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        outcomes = await asyncio.gather(
+            *(_push_one(client, u, path, timeout_s, pause_mode, weight_version) for u in urls),
+            return_exceptions=True,
+        )
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     if errors:
         if len(errors) == 1:
             raise errors[0]
         raise WeightSyncError("; ".join(str(e) for e in errors)) from errors[0]
-    result = WeightPushResult(
-        path=path, save_seconds=save_s, bytes=size, total_seconds=time.perf_counter() - t0
-    )
-    for url, outcome in zip(urls, outcomes, strict=True):
-        assert not isinstance(outcome, BaseException)
-        result.reload_seconds[url], result.server_seconds[url] = outcome
-    return result
+    return [o for o in outcomes if not isinstance(o, BaseException)]
 
 
 async def push_weights_native(

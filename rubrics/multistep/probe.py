@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.intervals import clustered_mean_ci, t95
+from rubrics.intervals import clustered_mean_ci
 from rubrics.multistep.requirements import Requirement
 from rubrics.multistep.rubric import MultiStepRubric
 from rubrics.multistep.scenario import Scenario
@@ -132,14 +132,15 @@ def score_rollouts(policy: str, rollouts: Sequence[Rollout], roots: Sequence[str
 
 def paired_difference(a: PolicyScore, b: PolicyScore) -> tuple[float, float, int]:
     """``a``'s mean reward minus ``b``'s over the scenarios both played, paired by scenario: the mean of
-    the per-scenario differences, the half-width of its 95% t-interval, and the number of scenarios."""
+    the per-scenario differences, the half-width of its 95% interval, and the number of scenarios.
+
+    The interval is ``clustered_mean_ci`` with one difference per scenario, each its own cluster: the
+    cluster-robust error then is the ordinary paired t-interval's, ``sqrt(sum (d - mean)^2 / (N (N - 1)))``
+    on N - 1 degrees of freedom. NaN half-width below two scenarios (NaN mean with none)."""
     common = sorted(set(a.scenario_rewards) & set(b.scenario_rewards))
     diffs = [a.scenario_rewards[k] - b.scenario_rewards[k] for k in common]
-    if len(diffs) < 2:
-        return (diffs[0] if diffs else math.nan), math.nan, len(diffs)
-    mean = math.fsum(diffs) / len(diffs)
-    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-    return mean, t95(len(diffs) - 1) * sd / math.sqrt(len(diffs)), len(diffs)
+    mean, half = clustered_mean_ci(diffs, common)
+    return mean, half, len(diffs)
 
 
 # -- the scripted policies ----------------------------------------------------------------------------
