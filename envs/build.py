@@ -56,7 +56,7 @@ def make_env(
         )
         return env, [Example(criteria=e) for e in train_set], [Example(criteria=e) for e in held_set]
     if cfg.type == "single_turn":
-        from rubrics.batch import import_rubric
+        from rubrics.score_command import import_rubric
 
         examples = single_turn_examples(cfg)
         train, held = _held_out(cfg, examples)

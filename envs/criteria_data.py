@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from envs.criteria_formats import FORMATS, convert, detect_format, in_source
 from envs.criteria_records import Record, read_records
 from rubrics.criteria_examples import CriteriaExample
+from rubrics.error_text import show
 from rubrics.loading import FileLoadError
-from rubrics.messages import show
 
 
 def load_criteria_examples(

@@ -20,6 +20,7 @@ from typing import IO, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rubrics.error_text import show
 from rubrics.judges.base import render_messages, response_text
 from rubrics.judges.matching import check_rule_spec, rule_matches
 from rubrics.loading import (
@@ -30,7 +31,6 @@ from rubrics.loading import (
     read_text,
     schema_error,
 )
-from rubrics.messages import show
 from rubrics.rubric import Rubric
 from rubrics.types import Messages
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 def score(args: argparse.Namespace) -> int:
     """``rubric-grpo score``: score a JSONL file of rollouts with a rubric."""
-    from rubrics.batch import InputError, import_rubric, read_states, score_states
+    from rubrics.score_command import InputError, import_rubric, read_states, score_states
     from rubrics.types import State, plain_state
 
     try:

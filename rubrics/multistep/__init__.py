@@ -10,7 +10,7 @@ from rubrics.multistep.io import (
     save_rubric,
     save_scenarios,
 )
-from rubrics.multistep.judging import LLMRequirementJudge, RequirementJudge, RuleJudge
+from rubrics.multistep.judging import LLMRequirementJudge, RequirementJudge, RuleRequirementJudge
 from rubrics.multistep.requirements import (
     BinaryRequirement,
     ContinuousRequirement,
@@ -46,7 +46,7 @@ __all__ = [
     "RewardStrategy",
     "RubricFileError",
     "RubricValidationError",
-    "RuleJudge",
+    "RuleRequirementJudge",
     "Scenario",
     "UnitVectorRequirement",
     "Walk",

@@ -19,8 +19,8 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, create_model
 
+from rubrics.error_text import show
 from rubrics.loading import Document, FileLoadError, load_yaml_document, schema_error
-from rubrics.messages import show
 
 FORMAT_VERSION = 1
 """The version written by this code, and the only one it reads."""

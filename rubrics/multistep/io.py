@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
+from rubrics.error_text import show
 from rubrics.loading import Document
-from rubrics.messages import show
 from rubrics.multistep.files import (
     FORMAT_VERSION,
     RubricFileError,

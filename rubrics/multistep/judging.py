@@ -4,14 +4,14 @@ asks ``await judge.judge_for(requirement)(prompt, completion, truth)``.
 
 Two kinds, mixed freely in one rubric:
 
-- ``RuleJudge`` (YAML ``type: rules``): a ``rubrics.judges.rules.RulesJudge`` over the requirement's own
-  ``rules``, one match spec per answer value (``any``/``all``/``none``/``negated`` phrases, ``regex``, the
-  ``negation_aware`` switch; ``rubrics.judges.matching.rule_matches``, the matcher of every rule). The
-  judged answer is the first value whose spec matches; no match is the verdict "none of the answers",
-  which is never correct. What a rule means is a contract with its author: a ``regex`` matches as written,
-  always; the negation heuristic applies to phrase lists only, and a rule switches it off with
-  ``negation_aware: false``. ``rubrics.multistep.lint`` warns about rules that cannot mean what they seem
-  to.
+- ``RuleRequirementJudge`` (YAML ``type: rules``): a ``rubrics.judges.rules.RulesJudge`` over the
+  requirement's own ``rules``, one match spec per answer value (``any``/``all``/``none``/``negated``
+  phrases, ``regex``, the ``negation_aware`` switch; ``rubrics.judges.matching.rule_matches``, the matcher
+  of every rule). The judged answer is the first value whose spec matches; no match is the verdict "none of
+  the answers", which is never correct. What a rule means is a contract with its author: a ``regex``
+  matches as written, always; the negation heuristic applies to phrase lists only, and a rule switches it
+  off with ``negation_aware: false``. ``rubrics.multistep.lint`` warns about rules that cannot mean what
+  they seem to.
 - ``LLMRequirementJudge`` (YAML ``type: llm``): a ``rubrics.judges.llm.LLMJudge`` that asks the
   requirement's question on an OpenAI-compatible endpoint in the requirement's response format, showing
   the ground truth and its reasoning.
@@ -68,7 +68,7 @@ def rule_phrases(requirement: Requirement) -> dict[Any, list[str]]:
 
 
 @dataclass
-class RuleJudge:
+class RuleRequirementJudge:
     """Judges with each requirement's keyword and pattern rules (offline, deterministic)."""
 
     name: Annotated[str, InFile(None)] = "rules"
@@ -142,8 +142,8 @@ class LLMRequirementJudge:
         return data
 
 
-JUDGE_TYPES: dict[str, type[RuleJudge | LLMRequirementJudge]] = {
-    "rules": RuleJudge,
+JUDGE_TYPES: dict[str, type[RuleRequirementJudge | LLMRequirementJudge]] = {
+    "rules": RuleRequirementJudge,
     "llm": LLMRequirementJudge,
 }
 """Judge classes by their YAML ``type``."""

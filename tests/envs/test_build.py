@@ -32,7 +32,7 @@ def test_make_env_builds_either_environment_with_its_split(tiny_model_dir: Path)
     assert env.sampling == sampling and len(env.dataset) == 13
     single = EnvConfig(
         type="single_turn",
-        rubric="rubrics.examples:toy_vowels",
+        rubric="rubrics.ready_made:toy_vowels",
         data=str(ROOT / "configs/data/toy_prompts.jsonl"),
         eval_fraction=0,
     )

@@ -17,7 +17,7 @@ from rubrics.multistep import (
     LLMRequirementJudge,
     MultiStepRubric,
     RubricFileError,
-    RuleJudge,
+    RuleRequirementJudge,
     Scenario,
     UnitVectorRequirement,
     load_rubric,
@@ -56,7 +56,7 @@ def every_kind_rubric(strategy: dict) -> MultiStepRubric:
         ),
     ]
     judges = {
-        "rules": RuleJudge(),
+        "rules": RuleRequirementJudge(),
         "llm": LLMRequirementJudge(
             name="llm",
             base_url="http://127.0.0.1:9/v1",
