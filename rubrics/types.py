@@ -97,7 +97,7 @@ class State(TypedDict, total=False):
     multistep: EvaluationResult
     """Verdicts of a multi-step rubric already made during the rollout (reused, never judged twice)."""
     criteria: CriteriaVerdicts
-    """The verdicts of a per-prompt criteria rubric (``envs.criteria_env``): the example, its score and one
+    """The verdicts of a per-prompt criteria rubric (``envs.criteria``): the example, its score and one
     verdict per criterion."""
     progress: object
     """An environment's own bookkeeping while the rollout runs (``MultiStepMultiTurnEnv``: its walk);
@@ -232,7 +232,7 @@ class EvaluationResult:
 
 @dataclass(frozen=True)
 class CriterionVerdict:
-    """The verdict on one criterion of a per-prompt criteria rubric (``envs.criteria_env``)."""
+    """The verdict on one criterion of a per-prompt criteria rubric (``envs.criteria``)."""
 
     name: str | None
     """The criterion's name (None when it has none)."""
@@ -259,7 +259,7 @@ class CriterionVerdict:
 @dataclass(frozen=True)
 class CriteriaVerdicts:
     """Everything grading one reply against its example's weighted criteria decided
-    (``rubrics.criteria_scores`` aggregates them by tag)."""
+    (``rubrics.criteria.tag_scores`` aggregates them by tag)."""
 
     example: str
     """The example's id."""

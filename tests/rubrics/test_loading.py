@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rubrics.criteria import CriteriaLoadError, CriteriaRubric
+from rubrics.criteria.rubric import CriteriaLoadError, CriteriaRubric
 from rubrics.loading import FileLoadError, parse_yaml
 from rubrics.multistep.io import RubricFileError, load_scenarios
 from rubrics.multistep.scenario import ScenarioError

@@ -21,16 +21,16 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
-from rubrics.autograders import prompts
-from rubrics.autograders.schemas import (
+from rubrics.criteria.autograders import prompts
+from rubrics.criteria.autograders.schemas import (
     GraderOutputError,
     OneShotOutput,
     PerCriterionOutput,
     RubricAsJudgeOutput,
     coerce_output,
 )
-from rubrics.autograders.scoring import holistic_score, per_criterion_score
-from rubrics.criteria import Criterion, CriterionReport, EvaluationReport, ToGrade
+from rubrics.criteria.autograders.scoring import holistic_score, per_criterion_score
+from rubrics.criteria.criterion import Criterion, CriterionReport, EvaluationReport, ToGrade
 from rubrics.judges.client import LLMJudgeClient
 
 GenerateFn = Callable[[str, str], Any]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rubrics.autograders import (
+from rubrics.criteria.autograders import (
     CriterionEvaluation,
     GraderOutputError,
     OneShotOutput,
@@ -156,3 +156,4 @@ async def test_built_in_generate_raises_after_the_last_retry(server: JudgeServer
     async with LLMJudgeClient(server.base_url, "m", max_attempts=2, backoff_initial_s=0.01) as client:
         with pytest.raises(JudgeError, match="malformed"):
             await EXAMPLE_CRITERIA.grade("t", RubricAsJudgeGrader.from_client(client))
+
