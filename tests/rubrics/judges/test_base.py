@@ -13,6 +13,7 @@ from rubrics.judges import (
     RegexJudge,
     binary_judge_response_format,
 )
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.judges.matching import asserted, rule_matches
 from rubrics.judges.rules import RulesJudge
 from rubrics.multistep import BinaryRequirement, LLMRequirementJudge, RuleRequirementJudge
@@ -29,7 +30,7 @@ async def test_requirement_judges_give_the_same_judge_concept() -> None:
     """A rubric file's judges give a ``Judge`` per requirement: the protocol reward functions use."""
     rules = {1.0: {"regex": r"\b\d+\s*mg\b"}, 0.0: {"any": ["no dose"]}}
     req = BinaryRequirement(name="dose", question="Dose given?", rules=rules)
-    llm = LLMRequirementJudge(name="llm", base_url="http://127.0.0.1:1/v1", model="judge")
+    llm = LLMRequirementJudge("llm", JudgeEndpoint(base_url="http://127.0.0.1:1/v1", model="judge"))
     for judge in (RuleRequirementJudge().judge_for(req), llm.judge_for(req)):
         assert isinstance(judge, Judge) and judge.name == "dose"
         assert judge.response_format == req.response_format

@@ -156,4 +156,3 @@ async def test_built_in_generate_raises_after_the_last_retry(server: JudgeServer
     async with LLMJudgeClient(server.base_url, "m", max_attempts=2, backoff_initial_s=0.01) as client:
         with pytest.raises(JudgeError, match="malformed"):
             await EXAMPLE_CRITERIA.grade("t", RubricAsJudgeGrader.from_client(client))
-
