@@ -23,8 +23,8 @@ from rubrics.criteria.autograders.mixed import RuleFirstGrader
 from rubrics.criteria.example import CriteriaExample
 from rubrics.judges.client import LLMJudgeClient
 from rubrics.loading import FileLoadError, parse_jsonl
-from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.scenario import Scenario
 
 T = TypeVar("T")

@@ -15,8 +15,14 @@ from typing import Any
 import yaml
 
 from rubrics.judges.endpoint import JudgeEndpoint
-from rubrics.multistep.io import RubricFileError, load_rubric, rubric_from_dict, rubric_to_dict, save_rubric
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import (
+    RubricFileError,
+    load_rubric,
+    rubric_from_dict,
+    rubric_to_dict,
+    save_rubric,
+)
 from rubrics.multistep.strategies import PARAMS, STRATEGIES
 
 Doc = dict[str, Any]

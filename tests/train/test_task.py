@@ -56,7 +56,7 @@ def test_the_system_prompt_states_the_job_not_the_answer(config: str) -> None:
     that repeats its instructions earns nothing."""
     from envs.multistep_env import DEFAULT_SYSTEM_PROMPT
     from rubrics.judges.matching import rule_matches
-    from rubrics.multistep.io import load_rubric
+    from rubrics.multistep.rubric_io import load_rubric
 
     cfg = load_config(ROOT / "configs/train" / config)
     rubric = load_rubric(ROOT / cfg.env.rubric)
