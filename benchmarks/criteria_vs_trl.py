@@ -5,9 +5,10 @@ untrained model, on the same prompts, reward and training wall time, in one run.
         [--budget-s S] [--out DIR]
 
 The task is ``configs/train/criteria_cpu.yaml``: first-aid questions, each graded against its own
-rule-judged criteria (``envs.criteria_env``); the held-out prompts are conditions no training prompt has.
-Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply, clipped or not as
-the config's ``env.clip_reward`` says (``envs.criteria_env.criteria_reward``), with the same system prompt.
+rule-judged criteria (``envs.criteria.environment``); the held-out prompts are conditions no training
+prompt has. Both arms get the same reward: our environment's grader (``RuleFirstGrader``) on the reply,
+clipped or not as the config's ``env.clip_reward`` says (``envs.criteria.environment.criteria_reward``),
+with the same system prompt.
 Ours runs ``python -m train`` on the config (``--steps`` steps, a held-out evaluation every ``--eval-every``);
 then TRL trains until it has spent the same training wall time (``--budget-s`` overrides it), evaluating every
 ``--eval-every`` steps. Matching settings: ``dapo`` loss, the config's ``loss.beta`` (k3 KL to the untrained
@@ -70,8 +71,8 @@ def _task(spec: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
 
 def _grade(held_or_train: dict[str, Any], example_id: str, text: str, clip: bool) -> float:
     """Our environment's reward for ``text`` as the reply to ``example_id`` (``env.clip_reward``: ``clip``)."""
-    from envs.criteria_env import criteria_reward
-    from rubrics.autograders.mixed import RuleFirstGrader
+    from envs.criteria.environment import criteria_reward
+    from rubrics.criteria.autograders.mixed import RuleFirstGrader
 
     example = held_or_train[example_id]
     report = asyncio.run(RuleFirstGrader().grade(example.criteria, text, query=example.query))
@@ -148,7 +149,7 @@ def run_trl(spec: dict[str, Any]) -> dict[str, Any]:
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from envs.criteria_env import DEFAULT_SYSTEM_PROMPT
+    from envs.criteria.environment import DEFAULT_SYSTEM_PROMPT
     from envs.models import resolve_model
     from envs.models.loading import load_causal_lm
     from train.distributed import cpu_has_native_bf16

@@ -32,9 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: make rubrics and tests.support importable
 
-from rubrics.autograders import PerCriterionGrader  # noqa: E402
-from rubrics.autograders.mixed import RuleFirstGrader  # noqa: E402
-from rubrics.criteria import CriteriaRubric, Criterion  # noqa: E402
+from rubrics.criteria.autograders import PerCriterionGrader  # noqa: E402
+from rubrics.criteria.autograders.mixed import RuleFirstGrader  # noqa: E402
+from rubrics.criteria.criterion import Criterion  # noqa: E402
+from rubrics.criteria.rubric import CriteriaRubric  # noqa: E402
 from rubrics.judges import LLMJudgeClient  # noqa: E402
 from rubrics.types import State  # noqa: E402
 

@@ -6,7 +6,7 @@ learning rate and steps, in one run.
         [--micro-batch-tokens N] [--share-prefix] [--colocate float32,bfloat16]
 
 The task is single-turn: the prompts of ``configs/data/toy_prompts.jsonl`` (all twelve, nothing held out),
-scored by ``rubrics.examples:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
+scored by ``rubrics.ready_made:toy_vowels`` (reward = share of vowels among the reply's letters); TRL gets the
 same ``vowel_ratio`` as its reward function. Matching settings: loss ``dapo``, ``beta`` 0, one update per
 batch (``num_iterations`` 1), clipping 0.2 / 0.28, group-std scaled advantages, temperature 1.0, top-p 1,
 no top-k, AdamW betas (0.9, 0.99) with a constant learning rate and gradient clipping at 1.0, float32
@@ -76,7 +76,7 @@ from train.distributed import peak_rss_gib, tune_host_allocator  # noqa: E402
 
 DATA = ROOT / "configs" / "data" / "toy_prompts.jsonl"
 BASE_CONFIG = ROOT / "configs" / "train" / "tiny_test.yaml"
-RUBRIC = "rubrics.examples:toy_vowels"
+RUBRIC = "rubrics.ready_made:toy_vowels"
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
@@ -227,8 +227,8 @@ def run_standalone(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def trl_vowel_reward(completions: list[Any], **kwargs: Any) -> list[float]:
-    """TRL's view of ``rubrics.examples.vowel_ratio`` (the reward of our ``toy_vowels`` rubric)."""
-    from rubrics.examples import vowel_ratio
+    """TRL's view of ``rubrics.ready_made.vowel_ratio`` (the reward of our ``toy_vowels`` rubric)."""
+    from rubrics.ready_made import vowel_ratio
 
     return [vowel_ratio(c) for c in completions]
 

@@ -19,12 +19,12 @@ from envs.datasets import split
 from envs.environment import Environment, SingleTurnEnv
 from envs.examples import Example
 from envs.multistep_env import DEFAULT_SYSTEM_PROMPT, MultiStepMultiTurnEnv
-from rubrics.autograders.mixed import RuleFirstGrader
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.example import CriteriaExample
 from rubrics.judges.client import LLMJudgeClient
 from rubrics.loading import FileLoadError, parse_jsonl
-from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError, load_rubric, load_scenarios
 from rubrics.multistep.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -41,8 +41,8 @@ def make_env(
     """The environment ``cfg`` describes, sampling with ``sampling``, and its training and held-out examples
     (``eval_scenarios``, or the seeded ``eval_fraction`` split; none held out at 0)."""
     if cfg.type == "criteria":
-        from envs.criteria_env import DEFAULT_SYSTEM_PROMPT as CRITERIA_PROMPT
-        from envs.criteria_env import CriteriaEnv
+        from envs.criteria.environment import DEFAULT_SYSTEM_PROMPT as CRITERIA_PROMPT
+        from envs.criteria.environment import CriteriaEnv
 
         train_set, held_set = criteria_inputs(cfg)
         grader, client = criteria_grader(cfg, [*train_set, *held_set])
@@ -59,7 +59,7 @@ def make_env(
         )
         return env, [Example(criteria=e) for e in train_set], [Example(criteria=e) for e in held_set]
     if cfg.type == "single_turn":
-        from rubrics.batch import import_rubric
+        from rubrics.score_command import import_rubric
 
         examples = single_turn_examples(cfg)
         train, held = _held_out(cfg, examples)
@@ -121,7 +121,7 @@ def criteria_inputs(cfg: EnvConfig) -> tuple[list[CriteriaExample], list[Criteri
     Raises:
         FileLoadError: a bad record, naming the file, the line and the field (the file is refused whole).
         ValueError: a held-out example also in training, or LLM-judged criteria without a judge."""
-    from envs.criteria_data import load_criteria_examples
+    from envs.criteria.data import load_criteria_examples
 
     assert cfg.data is not None  # checked by the config
     examples = load_criteria_examples(cfg.data, cfg.format, cfg.data_split)
@@ -150,7 +150,11 @@ def criteria_grader(
 ) -> tuple[RuleFirstGrader, LLMJudgeClient | None]:
     """The grader of a criteria environment: rules first, then ``env.grader`` on the LLM judge of
     ``env.judge_base_url`` when some criterion has no rule (and its client, whose counters are logged)."""
-    from rubrics.autograders import PerCriterionGrader, PerCriterionOneShotGrader, RubricAsJudgeGrader
+    from rubrics.criteria.autograders import (
+        PerCriterionGrader,
+        PerCriterionOneShotGrader,
+        RubricAsJudgeGrader,
+    )
 
     if cfg.judge_base_url is None or cfg.judge_model is None or not any(e.needs_llm() for e in examples):
         return RuleFirstGrader(None), None

@@ -7,9 +7,12 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from rubrics.judges.endpoint import JudgeEndpoint
 
 
 class Section(BaseModel):
@@ -52,15 +55,19 @@ class EnvConfig(Section):
     show_reference: bool = True
     """Show an example's reference answer to the LLM judge (``criteria``); never to the policy."""
     judge_concurrency: int = Field(32, ge=1)
-    """Judge requests in flight at once, for the whole run (``criteria``)."""
+    """Judge requests in flight at once, for the whole run (``criteria``): the judge's
+    ``JudgeEndpoint.max_concurrency``, whose default it keeps (a test holds them equal)."""
     judge_api_key_env: str | None = None
-    """The environment variable holding the judge's API key (``criteria``; none for a local vLLM judge)."""
+    """The environment variable holding the judge's API key (``criteria``; none for a local vLLM judge): the
+    judge's ``JudgeEndpoint.api_key_env``."""
     judge: str | None = None
     """Override the rubric's default judge (``rules`` offline, ``llm`` with a judge server)."""
     judge_base_url: str | None = None
-    """Override the endpoint of the judge in use (an LLM judge), e.g. ``http://judge-host:8001/v1``."""
+    """The ``JudgeEndpoint.base_url`` of the judge in use (an LLM judge; required for a criteria LLM judge,
+    else it overrides the rubric's), e.g. ``http://judge-host:8001/v1``."""
     judge_model: str | None = None
-    """Override the model name the judge in use (an LLM judge) sends."""
+    """The ``JudgeEndpoint.model`` of the judge in use (an LLM judge; required with ``judge_base_url`` for a
+    criteria LLM judge, else it overrides the rubric's)."""
     eval_scenarios: str | None = None
     """Held-out scenario YAML/JSONL (``multistep``): evaluated before and after training, never trained on;
     when set, every scenario of ``scenarios`` is trained on and ``eval_fraction`` is not used."""
@@ -94,6 +101,25 @@ class EnvConfig(Section):
             named.append(("env.eval_scenarios", self.eval_scenarios, True))
         named += [(f"env.extra_eval_scenarios.{k}", v, True) for k, v in self.extra_eval_scenarios.items()]
         return named
+
+    def judge_overrides(self) -> dict[str, str]:
+        """The ``JudgeEndpoint`` fields this config sets on a rubric's judge in use (``judge_base_url`` and
+        ``judge_model`` as ``base_url`` and ``model``), those not given left out."""
+        named = {"base_url": self.judge_base_url, "model": self.judge_model}
+        return {field: value for field, value in named.items() if value is not None}
+
+    def criteria_judge_endpoint(self) -> JudgeEndpoint | None:
+        """The endpoint of a criteria environment's LLM judge; None without ``judge_base_url``."""
+        from rubrics.judges.endpoint import JudgeEndpoint  # here, so that the config imports no HTTP client
+
+        if self.judge_base_url is None or self.judge_model is None:
+            return None
+        return JudgeEndpoint(
+            base_url=self.judge_base_url,
+            model=self.judge_model,
+            api_key_env=self.judge_api_key_env,
+            max_concurrency=self.judge_concurrency,
+        )
 
     @model_validator(mode="after")
     def _single_turn_inputs(self) -> EnvConfig:

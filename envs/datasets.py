@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rubrics.multistep.io import load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import load_scenarios
 from rubrics.multistep.scenario import Scenario
 
 T = TypeVar("T")

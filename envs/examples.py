@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.example import CriteriaExample
 from rubrics.multistep.scenario import Scenario
 from rubrics.types import Messages
 

@@ -19,7 +19,7 @@ it is a ``ValueError``, so callers that catch ``ValueError`` keep working.
   holds a set: a list written as ``!!set {a, b}`` would lose its order and pass for a list). ``parse_yaml_document`` also returns the
   line of every key and item, so later checks can name the line of the field they refuse.
 
-How to write a message: see ``rubrics.messages`` (``show``, ``field_path``, ``schema_problem``);
+How to write a message: see ``rubrics.error_text`` (``show``, ``field_path``, ``schema_problem``);
 ``schema_error`` turns the first failure of a pydantic schema check into that shape.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rubrics.messages import field_path, schema_problem, show
+from rubrics.error_text import field_path, schema_problem, show
 
 MAX_DEPTH = 100
 """Deepest nesting of mappings and lists a file may have."""

@@ -334,7 +334,7 @@ class EvaluationResult:
 
 @dataclass(frozen=True)
 class CriterionVerdict:
-    """The verdict on one criterion of a per-prompt criteria rubric (``envs.criteria_env``)."""
+    """The verdict on one criterion of a per-prompt criteria rubric (``envs.criteria``)."""
 
     name: str | None
     """The criterion's name (None when it has none)."""
@@ -361,7 +361,7 @@ class CriterionVerdict:
 @dataclass(frozen=True)
 class CriteriaVerdicts:
     """Everything grading one reply against its example's weighted criteria decided
-    (``rubrics.criteria_scores`` aggregates them by tag)."""
+    (``rubrics.criteria.tag_scores`` aggregates them by tag)."""
 
     example: str
     """The example's id."""

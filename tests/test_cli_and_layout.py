@@ -54,8 +54,8 @@ def test_bad_input_names_file_line_and_reason(
 def test_bad_rubric_spec_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "d.jsonl"
     data.write_text('{"completion": "x"}\n')
-    assert main(["score", str(data), "--rubric", "rubrics.examples:nope"]) == 2
-    assert "module 'rubrics.examples' has no attribute 'nope'" in capsys.readouterr().err
+    assert main(["score", str(data), "--rubric", "rubrics.ready_made:nope"]) == 2
+    assert "module 'rubrics.ready_made' has no attribute 'nope'" in capsys.readouterr().err
     assert main(["score", str(data), "--rubric", "no_colon"]) == 2
     assert "expected 'module:attribute'" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "missing.jsonl")]) == 2
@@ -64,7 +64,7 @@ def test_bad_rubric_spec_is_explained(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_rubrics_imports_no_heavy_modules_and_no_upper_layer() -> None:
     code = (
-        "import sys, rubrics, rubrics.batch, rubrics.examples, train.cli\n"
+        "import sys, rubrics, rubrics.score_command, rubrics.ready_made, train.cli\n"
         "bad = [m for m in ('torch', 'transformers', 'envs', 'train.trainer') if m in sys.modules]\n"
         "print(','.join(bad))"
     )

@@ -49,7 +49,7 @@ def _add_score(sub: _Subcommands) -> None:
     score.add_argument("data", help="JSONL, one state per line; lines sharing 'group' are scored together")
     score.add_argument(
         "--rubric",
-        default="rubrics.examples:math_with_format",
+        default="rubrics.ready_made:math_with_format",
         help="module:attribute of a Rubric or a factory (default: %(default)s)",
     )
     score.add_argument("--out", help="write the scored states here (JSONL), group by group")

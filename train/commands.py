@@ -12,7 +12,7 @@ from pathlib import Path
 
 def score(args: argparse.Namespace) -> int:
     """``rubric-grpo score``: score a JSONL file of rollouts with a rubric."""
-    from rubrics.batch import InputError, import_rubric, read_states, score_states
+    from rubrics.score_command import InputError, import_rubric, read_states, score_states
     from rubrics.types import State, plain_state
 
     try:
@@ -45,7 +45,7 @@ def score(args: argparse.Namespace) -> int:
 def rubric_validate(args: argparse.Namespace) -> int:
     """``rubric-grpo rubric validate``: check a rubric file, and scenario files against it."""
     from rubrics.loading import FileLoadError
-    from rubrics.multistep.io import load_rubric, load_scenarios
+    from rubrics.multistep.rubric_io import load_rubric, load_scenarios
 
     warnings: list[FileLoadError] = []
     try:
@@ -72,7 +72,7 @@ def rubric_validate(args: argparse.Namespace) -> int:
 
 def rubric_show(args: argparse.Namespace) -> int:
     """``rubric-grpo rubric show``: print a rubric's levels, branches and paths; optionally draw it."""
-    from rubrics.multistep.io import RubricFileError, load_rubric
+    from rubrics.multistep.rubric_io import RubricFileError, load_rubric
     from rubrics.multistep.show import describe, to_svg
 
     try:
@@ -89,8 +89,8 @@ def rubric_show(args: argparse.Namespace) -> int:
 
 def rubric_probe(args: argparse.Namespace) -> int:
     """``rubric-grpo rubric probe``: score the trivial policies a rubric can be gamed by, and the ceiling."""
-    from rubrics.multistep.io import RubricFileError, load_rubric, load_scenarios
     from rubrics.multistep.probe import format_table, ideal_demonstrations, probe
+    from rubrics.multistep.rubric_io import RubricFileError, load_rubric, load_scenarios
 
     try:
         rubric = load_rubric(args.file)
@@ -113,7 +113,7 @@ def rubric_probe(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     """``rubric-grpo eval``: run a model on scenarios or a criteria dataset and summarise."""
     from envs.evaluation.job import EvalJob, run_job
-    from rubrics.multistep.io import RubricFileError
+    from rubrics.multistep.rubric_io import RubricFileError
 
     if args.split is None and args.eval_fraction is not None:  # a held-out share asks for the split
         args.split = "eval"

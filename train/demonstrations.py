@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubrics.error_text import show
 from rubrics.loading import FileLoadError, parse_jsonl
-from rubrics.messages import show
 
 
 @dataclass(frozen=True)

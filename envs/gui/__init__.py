@@ -4,5 +4,5 @@
 that import no Streamlit, so it is unit-tested directly: ``workspace`` (file access confined to one folder),
 ``document`` (the rubric as plain data, edits, rename everywhere, validation), ``editor`` (one requirement's
 form fields to and from plain data), ``scenario_doc`` (scenarios as plain data), ``grading`` (grade a reply
-under every reward strategy) and ``extras`` (the optional probe and synthetic-scenario hooks).
+under every reward strategy) and ``optional_features`` (the optional probe and synthetic-scenario hooks).
 """

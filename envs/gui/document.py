@@ -14,8 +14,15 @@ from typing import Any
 
 import yaml
 
-from rubrics.multistep.io import RubricFileError, load_rubric, rubric_from_dict, rubric_to_dict, save_rubric
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import (
+    RubricFileError,
+    load_rubric,
+    rubric_from_dict,
+    rubric_to_dict,
+    save_rubric,
+)
 from rubrics.multistep.strategies import PARAMS, STRATEGIES
 
 Doc = dict[str, Any]
@@ -258,8 +265,8 @@ def delete_requirement(
 
 # -- judges and strategy ----------------------------------------------------------------------------
 
-LLM_JUDGE_DEFAULTS: dict[str, Any] = {"max_concurrency": 32, "timeout_s": 60.0, "max_attempts": 5}
-"""Settings an LLM judge leaves out of its YAML when they have these values."""
+LLM_JUDGE_DEFAULTS: dict[str, Any] = {k: v for k, v in JudgeEndpoint.defaults().items() if v is not None}
+"""Settings an LLM judge leaves out of its YAML when they have these values (``JudgeEndpoint``'s defaults)."""
 
 
 def set_judge(doc: Doc, name: str, settings: dict[str, Any], old_name: str | None = None) -> Doc:

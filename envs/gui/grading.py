@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.multistep.io import rubric_from_dict
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import rubric_from_dict
 from rubrics.multistep.strategies import PARAMS, STRATEGIES, RewardStrategy
 from rubrics.multistep.walk import EvaluationResult, ground_truth_walk
 

@@ -28,7 +28,7 @@ import yaml
 
 from envs.gui.document import Doc, to_yaml
 from envs.gui.splice import Unsupported, splice
-from rubrics.multistep.io import RubricFileError, rubric_from_dict, rubric_to_dict
+from rubrics.multistep.rubric_io import RubricFileError, rubric_from_dict, rubric_to_dict
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from envs.gui import document, extras, grading, scenario_doc, state
+from envs.gui import document, grading, optional_features, scenario_doc, state
 from envs.gui.editor import fmt
 from envs.gui.workspace import SCENARIO_SUFFIXES, WorkspaceError
-from rubrics.multistep.io import RubricFileError
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError
 
 TYPED = "(ground truth typed here)"
 """Grade against answers typed in this section instead of a scenario's."""
@@ -166,7 +166,7 @@ def render() -> None:
 def _probe_panel(rubric: MultiStepRubric) -> None:
     ss = st.session_state
     st.subheader("Probe: what trivial policies earn")
-    reason = extras.available(extras.PROBE)
+    reason = optional_features.available(optional_features.PROBE)
     if reason is None and not state.scenarios():
         reason = "load or add scenarios first (Scenarios section): the probe plays them"
     st.number_input("Turns per rollout", min_value=1, max_value=20, value=6, key="probe_turns")
@@ -187,7 +187,9 @@ def _probe_panel(rubric: MultiStepRubric) -> None:
 def _probe(rubric: MultiStepRubric) -> None:
     ss = st.session_state
     try:
-        ss.probe_result = extras.run_probe(rubric, state.scenarios(), int(ss.get("probe_turns", 6)))
+        ss.probe_result = optional_features.run_probe(
+            rubric, state.scenarios(), int(ss.get("probe_turns", 6))
+        )
     except Exception as exc:  # shown as is
         ss.probe_result = f"probe failed: {type(exc).__name__}: {exc}"
 

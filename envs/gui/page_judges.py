@@ -8,15 +8,12 @@ from typing import Any
 import streamlit as st
 
 from envs.gui import document, state
+from rubrics.judges.endpoint import LOCAL_JUDGE
 from rubrics.multistep.strategies import PARAMS, STRATEGIES
 
-LLM_FIELDS: dict[str, Any] = {
-    "base_url": "http://127.0.0.1:8000/v1",
-    "model": "judge",
-    "api_key_env": "",
-    **document.LLM_JUDGE_DEFAULTS,
-}
-"""An LLM judge's settings and the values a new one starts with."""
+LLM_FIELDS: dict[str, Any] = {**LOCAL_JUDGE.model_dump(), "api_key_env": ""}
+"""An LLM judge's settings (``JudgeEndpoint``'s fields, in order) and the values a new one starts with (the
+local judge's; no key variable is written as "")."""
 
 
 def _key(name: str, field: str) -> str:
@@ -146,19 +143,19 @@ def _llm_settings(name: str, settings: dict[str, Any], c1: Any, c2: Any) -> None
     c2.number_input(
         "Max concurrent requests",
         min_value=1,
-        value=int(settings.get("max_concurrency", 32)),
+        value=int(settings.get("max_concurrency", LLM_FIELDS["max_concurrency"])),
         key=_key(name, "max_concurrency"),
     )
     c1.number_input(
         "Timeout per request (s)",
         min_value=0.1,
-        value=float(settings.get("timeout_s", 60.0)),
+        value=float(settings.get("timeout_s", LLM_FIELDS["timeout_s"])),
         key=_key(name, "timeout_s"),
     )
     c2.number_input(
         "Attempts per verdict",
         min_value=1,
-        value=int(settings.get("max_attempts", 5)),
+        value=int(settings.get("max_attempts", LLM_FIELDS["max_attempts"])),
         key=_key(name, "max_attempts"),
     )
 

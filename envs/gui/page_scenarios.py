@@ -7,9 +7,9 @@ from typing import Any
 
 import streamlit as st
 
-from envs.gui import document, extras, scenario_doc, state
+from envs.gui import document, optional_features, scenario_doc, state
 from envs.gui.workspace import SCENARIO_SUFFIXES, WorkspaceError
-from rubrics.multistep.io import RubricFileError
+from rubrics.multistep.rubric_io import RubricFileError
 
 NEW = "(new scenario)"
 """The editor target that adds a scenario."""
@@ -97,7 +97,7 @@ def _save_file() -> None:
 def _generate() -> None:
     ss = st.session_state
     try:
-        made, report = extras.generate(
+        made, report = optional_features.generate(
             state.doc(),
             str(ss.get("gen_base_url") or ""),
             str(ss.get("gen_model") or ""),
@@ -126,7 +126,7 @@ def _generate_panel(valid: bool) -> None:
     c3.text_input("API key environment variable", key="gen_api_key_env")
     c1.number_input("How many", min_value=1, max_value=200, value=4, key="gen_n")
     c2.number_input("Plan seed", min_value=0, value=0, key="gen_seed")
-    reason = extras.available(extras.SYNTH)
+    reason = optional_features.available(optional_features.SYNTH)
     if reason is None and not valid:
         reason = "the rubric is not valid"
     if reason is None and not (ss.gen_base_url and ss.gen_model):

@@ -10,8 +10,8 @@ import yaml
 
 from envs.gui.editor import fmt
 from envs.gui.grading import parse_answer
-from rubrics.multistep.io import RubricFileError, load_scenarios, save_scenarios, scenario_from_dict
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError, load_scenarios, save_scenarios, scenario_from_dict
 
 ScenarioData = dict[str, Any]
 """One scenario as plain data."""

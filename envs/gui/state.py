@@ -17,8 +17,8 @@ from envs.gui import document, lossless
 from envs.gui.document import Doc, Issue
 from envs.gui.launch import DIR_ENV, FILE_ENV
 from envs.gui.workspace import Workspace, WorkspaceError
-from rubrics.multistep.io import RubricFileError
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError
 
 
 def init() -> None:

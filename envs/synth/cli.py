@@ -11,7 +11,7 @@ from envs.synth.generate import EndpointGenerator, Generator, LocalGenerator
 from envs.synth.outputs import push_to_hub
 from envs.synth.pipeline import ResumeMismatchError, SynthOptions, run_synth
 from envs.synth.report import format_report
-from rubrics.multistep.io import RubricFileError
+from rubrics.multistep.rubric_io import RubricFileError
 
 
 def make_generator(args: argparse.Namespace) -> Generator:

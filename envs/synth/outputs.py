@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubrics.multistep.io import save_scenarios, scenario_from_dict
+from rubrics.multistep.rubric_io import save_scenarios, scenario_from_dict
 
 TEMP_MARK = ".tmp"
 """What every temporary name holds: ``.<name>.<random>.tmp<suffix>``."""

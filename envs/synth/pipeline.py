@@ -29,8 +29,8 @@ from envs.synth.item import ItemContext, make_item
 from envs.synth.outputs import is_temporary, write_json, write_outputs
 from envs.synth.plan import Plan, PlannedItem, Weighting, make_plan, rubric_hash
 from envs.synth.report import build_report
-from rubrics.multistep.io import load_rubric, rubric_to_dict
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import load_rubric, rubric_to_dict
 
 log = logging.getLogger(__name__)
 

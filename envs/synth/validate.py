@@ -1,9 +1,10 @@
 """Checks of one generated scenario: the loader's, then the planned route's.
 
-1. **Loader checks** (drop reason ``invalid``): the scenario goes through ``rubrics.multistep.io``'s own
-   ``load_scenarios``, the code behind ``rubric-grpo rubric validate --scenarios``, so a synthetic scenario
-   passes exactly when a hand-written one would (known names, answers in each requirement's domain, field
-   shapes, ``revealed_info`` rules); plus the fields only the pipeline uses (ideal replies, wrong reply).
+1. **Loader checks** (drop reason ``invalid``): the scenario goes through
+   ``rubrics.multistep.scenario_io``'s own ``load_scenarios``, the code behind ``rubric-grpo rubric validate
+   --scenarios``, so a synthetic scenario passes exactly when a hand-written one would (known names, answers
+   in each requirement's domain, field shapes, ``revealed_info`` rules); plus the fields only the pipeline
+   uses (ideal replies, wrong reply).
 2. **Path checks** (drop reason ``off_path``): the ground-truth walk of its answers (``ground_truth_walk``)
    must be the planned route: every planned requirement answered with its planned answer, nothing answered
    off the route, the walk ending at terminals (no missing ground truth), ``revealed_info`` only on
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.synth.plan import PlannedItem, answer_label
-from rubrics.multistep.io import RubricFileError, load_scenarios
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import RubricFileError, load_scenarios
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.walk import ground_truth_walk
 from rubrics.types import StopReason

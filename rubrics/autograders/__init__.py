@@ -1,22 +1,22 @@
-"""Weighted-criteria autograders (per criterion, one shot, holistic), drop-in compatible with the public
-``rubric`` library's generate functions and output schemas."""
+"""The seed API's import path of the weighted-criteria autograders (``from rubric.autograders import
+PerCriterionGrader, ...`` in the source documents): kept so that code written against it runs unchanged.
+The graders live in ``rubrics.criteria.autograders``; import them from there in new code."""
 
-from rubrics.autograders.graders import (
+from rubrics.criteria.autograders import (
     Autograder,
-    GenerateFn,
-    PerCriterionGrader,
-    PerCriterionOneShotGrader,
-    RubricAsJudgeGrader,
-    judge_generate_fn,
-)
-from rubrics.autograders.schemas import (
     CriterionEvaluation,
+    GenerateFn,
     GraderOutputError,
     OneShotOutput,
+    PerCriterionGrader,
+    PerCriterionOneShotGrader,
     PerCriterionOutput,
+    RubricAsJudgeGrader,
     RubricAsJudgeOutput,
+    holistic_score,
+    judge_generate_fn,
+    per_criterion_score,
 )
-from rubrics.autograders.scoring import holistic_score, per_criterion_score
 
 __all__ = [
     "Autograder",

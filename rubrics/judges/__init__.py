@@ -1,7 +1,8 @@
 """Judges: LLM judges on any OpenAI-compatible endpoint and rule judges, behind one protocol."""
 
 from rubrics.judges.base import Judge, JudgeError, render_messages, response_text
-from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.client import LLMJudgeClient, StructuredReply
+from rubrics.judges.endpoint import LOCAL_JUDGE, JudgeEndpoint
 from rubrics.judges.faults import MalformedVerdictError
 from rubrics.judges.formats import (
     BinaryJudgeResponseFormat,
@@ -23,12 +24,14 @@ from rubrics.judges.stats import JudgeClientStats
 
 __all__ = [
     "DEFAULT_JUDGE_SYSTEM_PROMPT",
+    "LOCAL_JUDGE",
     "BinaryJudgeResponseFormat",
     "CallableJudge",
     "ContinuousJudgeResponseFormat",
     "DiscreteJudgeResponseFormat",
     "Judge",
     "JudgeClientStats",
+    "JudgeEndpoint",
     "JudgeError",
     "JudgeFormatError",
     "JudgeResponse",
@@ -40,6 +43,7 @@ __all__ = [
     "MalformedVerdictError",
     "RegexJudge",
     "RulesJudge",
+    "StructuredReply",
     "UnitVectorJudgeResponseFormat",
     "binary_judge_response_format",
     "build_judge_messages",

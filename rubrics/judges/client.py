@@ -1,5 +1,8 @@
 """``LLMJudgeClient``: chat completions from any OpenAI-compatible endpoint, made safe for scoring at scale.
 
+Made from a ``JudgeEndpoint`` (``LLMJudgeClient.from_endpoint``); every judge and grader asks it for a verdict
+the same way, ``await client.ask(system_prompt, user_prompt, StructuredReply(parse, schema))``:
+
 - the key is read from the environment variable *named* by ``api_key_env``; it is never logged, saved or
   shown in ``repr``;
 - structured JSON output (``json_schema``, falling back to ``json_object``, then to plain text, when the
@@ -31,11 +34,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import openai
 
 from rubrics.judges.base import JudgeError
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.judges.faults import MalformedVerdictError, fault_cause, is_retryable, parse_verdict
 from rubrics.judges.stats import JudgeClientStats
 from rubrics.judges.transport import LeanChatPost
@@ -45,10 +49,28 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
 _FALLBACK: dict[str, StructuredOutput] = {"json_schema": "json_object", "json_object": "none"}
+_ENDPOINT = JudgeEndpoint.defaults()
+
+
+@dataclass(frozen=True)
+class StructuredReply(Generic[T]):
+    """The shape a verdict must take: its JSON schema (sent as ``response_format``), the schema's name, and
+    the parser that turns the reply's text into the verdict (raising ``MalformedVerdictError`` or
+    ``ValueError`` on a reply that does not fit, which is retried)."""
+
+    parse: Callable[[str], T]
+    """Reply text -> verdict."""
+    schema: dict[str, Any] | None
+    """The JSON schema the server is asked to hold the reply to (None: plain JSON)."""
+    name: str = "verdict"
+    """The schema's name in the request."""
 
 
 class LLMJudgeClient:
-    """One OpenAI-compatible judge endpoint with bounded concurrency, timeouts, retries and a verdict cache."""
+    """One OpenAI-compatible judge endpoint with bounded concurrency, timeouts, retries and a verdict cache.
+
+    The endpoint's settings (address, model, key variable, concurrency, timeout, attempts) are a
+    ``JudgeEndpoint``'s, with its defaults; ``from_endpoint`` makes a client from one."""
 
     # over 60 lines: each of the endpoint's settings is an argument with its own documented attribute; one
     # step (check the settings, keep them, open the HTTP client), nothing to split by concept
@@ -58,10 +80,10 @@ class LLMJudgeClient:
         model: str,
         api_key_env: str | None = None,
         *,
-        max_concurrency: int = 32,
+        max_concurrency: int = _ENDPOINT["max_concurrency"],
         semaphore: asyncio.Semaphore | None = None,
-        timeout_s: float = 60.0,
-        max_attempts: int = 5,
+        timeout_s: float = _ENDPOINT["timeout_s"],
+        max_attempts: int = _ENDPOINT["max_attempts"],
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         max_tokens: int = 2048,
@@ -117,6 +139,20 @@ class LLMJudgeClient:
         SDK's client (TLS endpoints: hosted APIs)."""
         self._lean, self._client = self._connect()
 
+    @classmethod
+    def from_endpoint(cls, endpoint: JudgeEndpoint, **options: Any) -> LLMJudgeClient:
+        """A client on ``endpoint``; ``options`` are the client's own keyword settings (``semaphore``,
+        ``max_tokens``, ``temperature``, ``cache``, ``lean_http``, ...)."""
+        return cls(
+            endpoint.base_url,
+            endpoint.model,
+            endpoint.api_key_env,
+            max_concurrency=endpoint.max_concurrency,
+            timeout_s=endpoint.timeout_s,
+            max_attempts=endpoint.max_attempts,
+            **options,
+        )
+
     def _connect(self) -> tuple[LeanChatPost | None, openai.AsyncOpenAI | None]:
         """The HTTP client ``lean_http`` chooses, holding the key named by ``api_key_env``."""
         key = self._read_key()
@@ -166,6 +202,12 @@ class LLMJudgeClient:
             self.extra_body,
         ]
         return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+    async def ask(self, system_prompt: str, user_prompt: str, reply: StructuredReply[T]) -> T:
+        """One verdict of the shape ``reply`` gives, asked with a system and a user message: the one way
+        judges (``rubrics.judges.llm``) and graders (``rubrics.criteria.autograders``) ask."""
+        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
+        return await self.complete(messages, parse=reply.parse, schema=reply.schema, schema_name=reply.name)
 
     async def complete(
         self,

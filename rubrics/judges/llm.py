@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rubrics.judges.base import ground_truth_parts, render_messages, response_text
-from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.client import LLMJudgeClient, StructuredReply
 from rubrics.judges.formats import JudgeResponse, JudgeResponseFormat, binary_judge_response_format
 from rubrics.types import Messages
 
@@ -24,15 +24,15 @@ DEFAULT_JUDGE_SYSTEM_PROMPT = (
 """System prompt of every LLM judge unless one is given."""
 
 
-def build_judge_messages(
+def judge_user_prompt(
     question: str,
     prompt: Messages | str | None,
     completion: Messages | str | None,
     answer: Any,
     response_format: JudgeResponseFormat,
-    system_prompt: str = DEFAULT_JUDGE_SYSTEM_PROMPT,
-) -> list[dict[str, Any]]:
-    """The chat messages an LLM judge receives."""
+) -> str:
+    """What an LLM judge is asked: the conversation, the response, the ground truth, the question and the
+    format's instruction."""
     sections = [
         f"<conversation>\n{render_messages(prompt)}\n</conversation>",
         f"<response>\n{response_text(completion)}\n</response>",
@@ -46,7 +46,20 @@ def build_judge_messages(
         sections.append(f"<ground_truth>\n{body}\n</ground_truth>")
     sections.append(f"<question>\n{question}\n</question>")
     sections.append(str(response_format))
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": "\n\n".join(sections)}]
+    return "\n\n".join(sections)
+
+
+def build_judge_messages(
+    question: str,
+    prompt: Messages | str | None,
+    completion: Messages | str | None,
+    answer: Any,
+    response_format: JudgeResponseFormat,
+    system_prompt: str = DEFAULT_JUDGE_SYSTEM_PROMPT,
+) -> list[dict[str, Any]]:
+    """The chat messages an LLM judge receives (what ``LLMJudgeClient.ask`` sends for it)."""
+    user_prompt = judge_user_prompt(question, prompt, completion, answer, response_format)
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
 
 
 class LLMJudge:
@@ -81,9 +94,6 @@ class LLMJudge:
         state: dict[str, Any] | None = None,
     ) -> JudgeResponse:
         """Judge one rollout (raises ``JudgeError`` when no valid verdict comes back)."""
-        messages = build_judge_messages(
-            self.question, prompt, completion, answer, self.response_format, self.system_prompt
-        )
-        return await self.client.complete(
-            messages, parse=self.response_format.convert, schema=self.response_format.json_schema()
-        )
+        user_prompt = judge_user_prompt(self.question, prompt, completion, answer, self.response_format)
+        reply = StructuredReply(self.response_format.convert, self.response_format.json_schema())
+        return await self.client.ask(self.system_prompt, user_prompt, reply)

@@ -88,8 +88,8 @@ class KeywordJudge:
 
 class RulesJudge:
     """The first answer whose rule spec the response satisfies (``rubrics.judges.matching.rule_verdict``), or
-    no answer (``None``) when none does: how a requirement's rules are judged (``RuleJudge.judge_for`` in
-    ``rubrics.multistep.judging``)."""
+    no answer (``None``) when none does: how a requirement's rules are judged
+    (``RuleRequirementJudge.judge_for`` in ``rubrics.multistep.judging``)."""
 
     def __init__(
         self,

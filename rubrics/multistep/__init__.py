@@ -1,16 +1,7 @@
 """Multi-step branching rubrics: requirements wired as a DAG whose next steps depend on the judged answer."""
 
 from rubrics.multistep.dag import Graph, RubricValidationError, build_graph
-from rubrics.multistep.io import (
-    RubricFileError,
-    load_rubric,
-    load_scenarios,
-    rubric_from_dict,
-    rubric_to_dict,
-    save_rubric,
-    save_scenarios,
-)
-from rubrics.multistep.judging import LLMRequirementJudge, RequirementJudge, RuleJudge
+from rubrics.multistep.judging import LLMRequirementJudge, RequirementJudge, RuleRequirementJudge
 from rubrics.multistep.requirements import (
     BinaryRequirement,
     ContinuousRequirement,
@@ -19,6 +10,15 @@ from rubrics.multistep.requirements import (
     UnitVectorRequirement,
 )
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import (
+    RubricFileError,
+    load_rubric,
+    load_scenarios,
+    rubric_from_dict,
+    rubric_to_dict,
+    save_rubric,
+    save_scenarios,
+)
 from rubrics.multistep.scenario import Scenario
 from rubrics.multistep.strategies import STRATEGIES, RewardStrategy
 from rubrics.multistep.walk import (
@@ -46,7 +46,7 @@ __all__ = [
     "RewardStrategy",
     "RubricFileError",
     "RubricValidationError",
-    "RuleJudge",
+    "RuleRequirementJudge",
     "Scenario",
     "UnitVectorRequirement",
     "Walk",

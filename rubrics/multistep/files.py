@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import Annotated, Any, TypeVar, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, create_model
 
+from rubrics.error_text import show
 from rubrics.loading import Document, FileLoadError, load_yaml_document, schema_error
-from rubrics.messages import show
 
 FORMAT_VERSION = 1
 """The version written by this code, and the only one it reads."""
@@ -50,6 +50,18 @@ class InFile:
     """The field's type in a file."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Flat:
+    """Field metadata: the field holds a pydantic model whose fields a file writes flat, beside the part's
+    own (an LLM judge's ``JudgeEndpoint`` settings under the judge's name)."""
+
+
+def _flat_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """The fields of ``model`` as file fields: its types, required or else None by default."""
+    hints = get_type_hints(model, include_extras=True)
+    return {name: (hints[name], ... if f.is_required() else None) for name, f in model.model_fields.items()}
+
+
 def file_schema(
     cls: type,
     tag: str | None = None,
@@ -58,17 +70,20 @@ def file_schema(
 ) -> type[FileSchema]:
     """The schema of ``cls`` (a dataclass) as a file writes it: one field per dataclass field, typed by its
     ``InFile`` metadata or else by its annotation, in the class's order; ``InFile(None)`` keeps a field out
-    of the file (a judge's ``name`` is its key). A field with a default may be left out of the file: the
-    schema's default is then None, left out by ``model_dump(exclude_none=True)``, and the class's default
-    applies. ``tag``: the key that says which class a part is (checked before), placed after the field
-    ``tag_after`` (first when None). ``more``: fields the class holds otherwise, ``name -> (type,
-    default)``."""
+    of the file (a judge's ``name`` is its key), and a ``Flat`` field's model gives its own fields in its
+    place. A field with a default may be left out of the file: the schema's default is then None, left out
+    by ``model_dump(exclude_none=True)``, and the class's default applies. ``tag``: the key that says which
+    class a part is (checked before), placed after the field ``tag_after`` (first when None). ``more``:
+    fields the class holds otherwise, ``name -> (type, default)``."""
     hints = get_type_hints(cls, include_extras=True)
     fields: dict[str, Any] = {} if tag is None or tag_after is not None else {tag: (Any, None)}
     for field in dataclasses.fields(cls):
         annotation = hints[field.name]
         in_file = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, InFile)]
         if in_file and in_file[0].type is None:
+            continue
+        if any(isinstance(m, Flat) for m in getattr(annotation, "__metadata__", ())):
+            fields.update(_flat_fields(get_args(annotation)[0]))
             continue
         required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         fields[field.name] = (in_file[0].type if in_file else annotation, ... if required else None)

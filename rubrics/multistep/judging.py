@@ -4,32 +4,30 @@ asks ``await judge.judge_for(requirement)(prompt, completion, truth)``.
 
 Two kinds, mixed freely in one rubric:
 
-- ``RuleJudge`` (YAML ``type: rules``): a ``rubrics.judges.rules.RulesJudge`` over the requirement's own
-  ``rules``, one match spec per answer value (``any``/``all``/``none``/``negated`` phrases, ``regex``, the
-  ``negation_aware`` switch; ``rubrics.judges.matching.rule_matches``, the matcher of every rule). The
-  judged answer is the first value whose spec matches; no match is the verdict "none of the answers",
-  which is never correct. What a rule means is a contract with its author: a ``regex`` matches as written,
-  always; the negation heuristic applies to phrase lists only, and a rule switches it off with
-  ``negation_aware: false``. ``rubrics.multistep.lint`` warns about rules that cannot mean what they seem
-  to.
+- ``RuleRequirementJudge`` (YAML ``type: rules``): a ``rubrics.judges.rules.RulesJudge`` over the
+  requirement's own ``rules``, one match spec per answer value (``any``/``all``/``none``/``negated``
+  phrases, ``regex``, the ``negation_aware`` switch; ``rubrics.judges.matching.rule_matches``, the matcher
+  of every rule). The judged answer is the first value whose spec matches; no match is the verdict "none of
+  the answers", which is never correct. What a rule means is a contract with its author: a ``regex``
+  matches as written, always; the negation heuristic applies to phrase lists only, and a rule switches it
+  off with ``negation_aware: false``. ``rubrics.multistep.lint`` warns about rules that cannot mean what
+  they seem to.
 - ``LLMRequirementJudge`` (YAML ``type: llm``): a ``rubrics.judges.llm.LLMJudge`` that asks the
-  requirement's question on an OpenAI-compatible endpoint in the requirement's response format, showing
-  the ground truth and its reasoning.
+  requirement's question on an OpenAI-compatible endpoint (a ``rubrics.judges.endpoint.JudgeEndpoint``) in
+  the requirement's response format, showing the ground truth and its reasoning.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol, runtime_checkable
 
-from pydantic import Field, StrictInt
-
 from rubrics.judges.base import Judge
 from rubrics.judges.client import LLMJudgeClient
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.judges.llm import LLMJudge
 from rubrics.judges.rules import RulesJudge
-from rubrics.multistep.files import InFile, Positive, Text
+from rubrics.multistep.files import Flat, InFile
 from rubrics.multistep.requirements import Requirement
 
 
@@ -68,7 +66,7 @@ def rule_phrases(requirement: Requirement) -> dict[Any, list[str]]:
 
 
 @dataclass
-class RuleJudge:
+class RuleRequirementJudge:
     """Judges with each requirement's keyword and pattern rules (offline, deterministic)."""
 
     name: Annotated[str, InFile(None)] = "rules"
@@ -84,45 +82,62 @@ class RuleJudge:
     def judge_for(self, requirement: Requirement) -> Judge:
         return RulesJudge(requirement.rules, requirement.response_format, name=requirement.name)
 
+    @classmethod
+    def from_file(cls, name: str, settings: dict[str, Any]) -> RuleRequirementJudge:
+        """The judge a file's checked part declares (it has no settings)."""
+        return cls(name=name, **settings)
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": "rules"}
 
 
 @dataclass
 class LLMRequirementJudge:
-    """Asks each requirement's question on an OpenAI-compatible endpoint (retries, cache, bounded concurrency)."""
+    """Asks each requirement's question on an OpenAI-compatible endpoint (retries, cache, bounded
+    concurrency).
+
+    A file writes the endpoint's fields flat under the judge's name (``type: llm``, ``base_url``, ``model``,
+    ...), those at their default left out."""
 
     name: Annotated[str, InFile(None)]
     """The judge's name in the rubric (its key under ``judges``, not a field in the file)."""
-    base_url: Text
-    """Endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
-    model: Text
-    """Model name sent with every request."""
-    api_key_env: Text | None = None
-    """Name of the environment variable that holds the key (never the key)."""
-    max_concurrency: Annotated[StrictInt, Field(ge=1)] = 32
-    """Requests in flight at once."""
-    timeout_s: Positive = 60.0
-    """Seconds allowed for one request."""
-    max_attempts: Annotated[StrictInt, Field(ge=1)] = 5
-    """Attempts per verdict."""
+    endpoint: Annotated[JudgeEndpoint, Flat()]
+    """Where and how the questions are asked."""
 
     def __post_init__(self) -> None:
         self._client: LLMJudgeClient | None = None
+
+    @classmethod
+    def from_file(cls, name: str, settings: dict[str, Any]) -> LLMRequirementJudge:
+        """The judge a file's checked part declares (the endpoint's fields, flat)."""
+        return cls(name, JudgeEndpoint(**settings))
 
     @property
     def client(self) -> LLMJudgeClient:
         """The endpoint client, made on first use (so loading a rubric never needs a key)."""
         if self._client is None:
-            self._client = LLMJudgeClient(
-                self.base_url,
-                self.model,
-                self.api_key_env,
-                max_concurrency=self.max_concurrency,
-                timeout_s=self.timeout_s,
-                max_attempts=self.max_attempts,
-            )
+            self._client = LLMJudgeClient.from_endpoint(self.endpoint)
         return self._client
+
+    # ``envs.build`` points a loaded rubric's judge at the run config's ``env.judge_base_url`` and
+    # ``env.judge_model`` by assigning these two
+    @property
+    def base_url(self) -> str:
+        """The endpoint's root."""
+        return self.endpoint.base_url
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        self.endpoint, self._client = self.endpoint.replaced(base_url=value), None
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self.endpoint.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self.endpoint, self._client = self.endpoint.replaced(model=value), None
 
     def cannot_answer(self, requirement: Requirement) -> str | None:
         return None
@@ -132,18 +147,16 @@ class LLMRequirementJudge:
 
     def to_dict(self) -> dict[str, Any]:
         """The file's fields, those at their default left out."""
+        defaults = JudgeEndpoint.defaults()
         data: dict[str, Any] = {"type": "llm"}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name != "name" and (
-                field.default is dataclasses.MISSING or value not in (field.default, None, "")
-            ):
-                data[field.name] = value
+        for key, value in self.endpoint.model_dump().items():
+            if key not in defaults or value not in (defaults[key], None, ""):
+                data[key] = value
         return data
 
 
-JUDGE_TYPES: dict[str, type[RuleJudge | LLMRequirementJudge]] = {
-    "rules": RuleJudge,
+JUDGE_TYPES: dict[str, type[RuleRequirementJudge | LLMRequirementJudge]] = {
+    "rules": RuleRequirementJudge,
     "llm": LLMRequirementJudge,
 }
 """Judge classes by their YAML ``type``."""

@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 
+from rubrics.error_text import show
 from rubrics.judges.formats import (
     BinaryJudgeResponseFormat,
     ContinuousJudgeResponseFormat,
@@ -25,7 +26,6 @@ from rubrics.judges.formats import (
     JudgeResponseFormat,
     UnitVectorJudgeResponseFormat,
 )
-from rubrics.messages import show
 from rubrics.multistep.files import InFile, Number, Text, distinct
 
 Answer = float | list[float]

@@ -177,7 +177,7 @@ def _judges_by_name(
             out[name] = judge
     if not out:
         raise RubricValidationError(
-            "a multi-step rubric needs at least one judge (e.g. a RuleJudge or an LLM judge)"
+            "a multi-step rubric needs at least one judge (e.g. a RuleRequirementJudge or an LLM judge)"
         )
     for name, judge in out.items():
         if not isinstance(judge, RequirementJudge):

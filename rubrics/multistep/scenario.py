@@ -9,7 +9,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import StrictStr
 
-from rubrics.messages import show
+from rubrics.error_text import show
 from rubrics.multistep.dag import Graph
 from rubrics.multistep.files import InFile, Text
 from rubrics.multistep.walk import ground_truth_walk

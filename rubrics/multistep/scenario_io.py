@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from rubrics.error_text import field_path, show
 from rubrics.loading import Document, FileLoadError, parse_jsonl
-from rubrics.messages import field_path, show
 from rubrics.multistep.files import (
     FORMAT_VERSION,
     RubricFileError,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import StrictBool
 
-from rubrics.messages import show
+from rubrics.error_text import show
 from rubrics.multistep.files import InFile
 from rubrics.multistep.walk import RequirementResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
+from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleRequirementJudge, Scenario
 
 QUESTION = [{"role": "user", "content": "What is 7 times 8?"}]
 """A one-message prompt."""
@@ -40,7 +40,7 @@ def reveal_rubric() -> MultiStepRubric:
         BinaryRequirement(name="position", question="Position?", rules={1.0: {"any": ["recovery position"]}}),
         BinaryRequirement(name="transport", question="Transport?", rules={1.0: {"any": ["transport"]}}),
     ]
-    return MultiStepRubric(reqs, [RuleJudge()], reward_strategy={"type": "completion_ratio"})
+    return MultiStepRubric(reqs, [RuleRequirementJudge()], reward_strategy={"type": "completion_ratio"})
 
 
 SCENARIO = Scenario(

@@ -32,7 +32,7 @@ def test_make_env_builds_either_environment_with_its_split(tiny_model_dir: Path)
     assert env.sampling == sampling and len(env.dataset) == 13
     single = EnvConfig(
         type="single_turn",
-        rubric="rubrics.examples:toy_vowels",
+        rubric="rubrics.ready_made:toy_vowels",
         data=str(ROOT / "configs/data/toy_prompts.jsonl"),
         eval_fraction=0,
     )
@@ -72,3 +72,22 @@ async def test_an_eval_job_names_the_flag_of_a_bad_setting(tmp_path: Path) -> No
         ValueError, match=r"^--judge: 'gpt' is not one of the rubric's judges \(rules, llm\)$"
     ):
         await run_job(job, progress=False)
+
+
+def test_the_config_judge_settings_are_a_judge_endpoint() -> None:
+    from rubrics.judges.endpoint import JudgeEndpoint
+
+    defaults = EnvConfig(type="criteria", data="d.jsonl")
+    assert defaults.judge_concurrency == JudgeEndpoint.defaults()["max_concurrency"]
+    assert defaults.criteria_judge_endpoint() is None and defaults.judge_overrides() == {}
+    cfg = EnvConfig(
+        type="criteria",
+        data="d.jsonl",
+        judge_base_url="http://judge-host:8001/v1",
+        judge_model="judge",
+        judge_concurrency=128,
+    )
+    assert cfg.criteria_judge_endpoint() == JudgeEndpoint(
+        base_url="http://judge-host:8001/v1", model="judge", max_concurrency=128
+    )
+    assert cfg.judge_overrides() == {"base_url": "http://judge-host:8001/v1", "model": "judge"}

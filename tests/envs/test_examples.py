@@ -7,7 +7,7 @@ import pytest
 from envs.environment import SingleTurnEnv
 from envs.examples import Example
 from rubrics import Rubric
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.example import CriteriaExample
 
 from .helpers import SCENARIO
 

@@ -20,7 +20,7 @@ from envs.environment import SingleTurnEnv
 from envs.multistep_env import MultiStepMultiTurnEnv
 from rubrics import Rubric
 from rubrics.judges.base import JudgeError
-from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, Scenario
+from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleRequirementJudge, Scenario
 from rubrics.types import EvaluationResult, Rollout, plain_state
 from tests.support.rollouts import with_advantages
 from tests.support.scripted_backend import FlakyBackend, ScriptedBackend
@@ -153,7 +153,7 @@ def test_the_stratum_of_a_scenario_is_the_ground_truth_of_the_rubric_s_roots() -
     assert [env.stratum(e) for e in env.dataset] == ["safety=1.0", "safety=0.0"]
     # two roots: both, in the rubric's order; a root the scenario does not answer is None
     consent = BinaryRequirement(name="consent", question="Consent?", rules={1.0: {"any": ["agrees"]}})
-    two = MultiStepRubric([*reveal_rubric().requirements, consent], [RuleJudge()])
+    two = MultiStepRubric([*reveal_rubric().requirements, consent], [RuleRequirementJudge()])
     assert two.roots == ["safety", "consent"]
     agrees = Scenario(prompt="He nods.", answers={"safety": 1.0, "consent": 1.0}, name="nod")
     env = MultiStepMultiTurnEnv(two, [agrees, unsafe], tokenizer=None)
@@ -165,7 +165,7 @@ def test_the_stratum_of_a_scenario_is_the_ground_truth_of_the_rubric_s_roots() -
 # -- failures stay with their rollout ----------------------------------------------------------------------
 
 
-class FlakyJudge(RuleJudge):
+class FlakyJudge(RuleRequirementJudge):
     """The rule judge, except that a reply saying "boom" gets no verdict (as an LLM judge after its retries)."""
 
     def judge_for(self, requirement):

@@ -16,17 +16,17 @@ pytest.importorskip("transformers")
 from transformers import AutoTokenizer
 
 from envs.backends.base import SamplingParams
-from envs.criteria_env import CriteriaEnv
+from envs.criteria.environment import CriteriaEnv
 from envs.environment import Environment, SingleTurnEnv
 from envs.examples import Example
 from envs.multistep_env import MultiStepMultiTurnEnv
 from envs.rollout import ScoredRollout, rewards_and_errors, scored_groups
 from rubrics.advantages import episode_credit
-from rubrics.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.autograders.mixed import RuleFirstGrader
 from rubrics.rubric import Rubric
 from rubrics.types import Rollout
+from tests.envs.criteria.test_environment import BURN
 from tests.envs.helpers import QUESTION, SCENARIO, length_reward, reveal_rubric
-from tests.envs.test_criteria_env import BURN
 from tests.support.scripted_backend import CyclingBackend, FlakyBackend, ScriptedBackend
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from rubrics.criteria import CriteriaLoadError, CriteriaRubric
+from rubrics.criteria.rubric import CriteriaLoadError, CriteriaRubric
 from rubrics.loading import FileLoadError, parse_yaml
-from rubrics.multistep.io import RubricFileError, load_scenarios
+from rubrics.multistep.rubric_io import RubricFileError, load_scenarios
 from rubrics.multistep.scenario import ScenarioError
 from train.cli import main
 from train.config_files import ConfigError, load_config
@@ -79,7 +79,7 @@ def test_every_criteria_corpus_file_gets_its_message(path: Path) -> None:
 
 
 def test_scenario_warnings_reach_the_caller_and_strict_raises() -> None:
-    from rubrics.multistep.io import load_rubric
+    from rubrics.multistep.rubric_io import load_rubric
 
     rubric = load_rubric(CORPUS / "scenario_rubric.yaml")
     path = CORPUS / "scenarios_reveal_off_path.yaml"
@@ -95,7 +95,7 @@ def test_scenario_warnings_reach_the_caller_and_strict_raises() -> None:
 
 
 def test_jsonl_scenarios_name_their_line(tmp_path: Path) -> None:
-    from rubrics.multistep.io import load_rubric
+    from rubrics.multistep.rubric_io import load_rubric
 
     path = tmp_path / "s.jsonl"
     path.write_text(
@@ -189,7 +189,7 @@ def _replaced(data: Any, where: tuple[Any, ...], value: Any) -> Any:
 
 def test_any_value_in_any_place_is_loaded_or_refused_by_name() -> None:
     """No odd value anywhere in a rubric or a scenario escapes as a Python error (``TypeError``, ...)."""
-    from rubrics.multistep.io import load_rubric, rubric_from_dict, scenario_from_dict
+    from rubrics.multistep.rubric_io import load_rubric, rubric_from_dict, scenario_from_dict
 
     rubric_data = parse_yaml((CORPUS / "scenario_rubric.yaml").read_text(encoding="utf-8"))
     rubric = load_rubric(CORPUS / "scenario_rubric.yaml")

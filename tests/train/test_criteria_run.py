@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.example import CriteriaExample
 from tests.train.runs import SMALL_RUN, metrics, run_config
 from train.trainer import train
 

@@ -92,7 +92,7 @@ def test_an_error_inside_a_named_file_is_that_file_s_line(tmp_path, capsys, trai
 
     data = tmp_path / "data.jsonl"
     data.write_text('{"prompt": "2+2?"}\n{"answer": "4"}\n')
-    single = ["env.type=single_turn", "env.rubric=rubrics.examples:toy_vowels", f"env.data={data}"]
+    single = ["env.type=single_turn", "env.rubric=rubrics.ready_made:toy_vowels", f"env.data={data}"]
     code, err, _ = _run(tmp_path, capsys, *single)
     assert (code, err, trainer) == (2, f"train: {data}:2: prompt: is missing\n", [])
 
@@ -163,7 +163,7 @@ def test_a_balanced_sampler_with_nothing_to_balance_is_refused_before_any_model_
     # an environment without strata
     data = tmp_path / "data.jsonl"
     data.write_text('{"prompt": "2+2?", "answer": "4"}\n' * 8)
-    single = ["env.type=single_turn", "env.rubric=rubrics.examples:toy_vowels", f"env.data={data}"]
+    single = ["env.type=single_turn", "env.rubric=rubrics.ready_made:toy_vowels", f"env.data={data}"]
     code, err, config = _run(tmp_path, capsys, *single, "rollout.sampler=balanced")
     assert (code, trainer) == (2, []) and err.startswith(
         f"train: {config}: rollout.sampler: 'balanced' shares each step out between the strata"

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoTokenizer
 
-from rubrics.multistep.judging import LLMRequirementJudge, RuleJudge
+from rubrics.multistep.judging import LLMRequirementJudge, RuleRequirementJudge
 from train.config_files import load_config
 from train.task import build_task
 
@@ -26,7 +26,7 @@ def test_held_out_scenarios_are_not_trained_on(tiny_model_dir: Path, monkeypatch
     # the main job: a held-out file of its own
     env, train, held = build_task(load_config(CONFIG), tokenizer)
     assert len(held) == 16 and len(train) == 48 and not names(train) & names(held)
-    assert isinstance(env.multistep_rubric.judges[env.multistep_rubric.default_judge], RuleJudge)
+    assert isinstance(env.multistep_rubric.judges[env.multistep_rubric.default_judge], RuleRequirementJudge)
     # safe scenes and unsafe ones in equal numbers: the strata the balanced sampler shares every step out to
     strata = Counter(env.stratum(e) for e in train)
     assert strata == {"scene_safety=0.0": len(train) // 2, "scene_safety=1.0": len(train) // 2}
@@ -56,7 +56,7 @@ def test_the_system_prompt_states_the_job_not_the_answer(config: str) -> None:
     that repeats its instructions earns nothing."""
     from envs.multistep_env import DEFAULT_SYSTEM_PROMPT
     from rubrics.judges.matching import rule_matches
-    from rubrics.multistep.io import load_rubric
+    from rubrics.multistep.rubric_io import load_rubric
 
     cfg = load_config(ROOT / "configs/train" / config)
     rubric = load_rubric(ROOT / cfg.env.rubric)

@@ -11,8 +11,8 @@ pytest.importorskip("streamlit")
 
 from streamlit.testing.v1 import AppTest
 
-from envs.gui import extras, page_requirements
-from rubrics.multistep.io import load_rubric, load_scenarios, rubric_from_dict, rubric_to_dict
+from envs.gui import optional_features, page_requirements
+from rubrics.multistep.rubric_io import load_rubric, load_scenarios, rubric_from_dict, rubric_to_dict
 
 from .app_driver import go, start, texts
 from .conftest import ROOT
@@ -220,7 +220,7 @@ def test_probe_and_generation_buttons(monkeypatch: pytest.MonkeyPatch, workdir: 
     go(at, "Scenarios")
     button = at.button(key="sc_generate")
     assert button.disabled  # no endpoint yet (or no synthetic pipeline): a disabled button with the reason
-    reason = extras.available(extras.SYNTH) or "give an endpoint and a model"
+    reason = optional_features.available(optional_features.SYNTH) or "give an endpoint and a model"
     assert any(reason in c.value for c in at.caption)
     go(at, "Grade a reply")
     assert at.button(key="grade_probe").disabled  # nothing to play yet
@@ -228,11 +228,13 @@ def test_probe_and_generation_buttons(monkeypatch: pytest.MonkeyPatch, workdir: 
     go(at, "Scenarios")
     at.selectbox(key="sc_open").set_value("scenarios/first_responder.yaml").run()
     at.button(key="sc_load").click().run()
-    if extras.available(extras.SYNTH) is None:  # the rubric's LLM judge's endpoint is offered
+    if (
+        optional_features.available(optional_features.SYNTH) is None
+    ):  # the rubric's LLM judge's endpoint is offered
         assert at.text_input(key="gen_base_url").value == "http://127.0.0.1:8001/v1"
         assert not at.button(key="sc_generate").disabled
     go(at, "Grade a reply")
-    if extras.available(extras.PROBE) is not None:
+    if optional_features.available(optional_features.PROBE) is not None:
         assert at.button(key="grade_probe").disabled
         return
     at.button(key="grade_probe").click().run()

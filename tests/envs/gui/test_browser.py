@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from rubrics.multistep.io import load_rubric
+from rubrics.multistep.rubric_io import load_rubric
 
 from .browser import REQUIRE_ENV, App, browser_paths, make_driver, running_app
 from .conftest import COMMENTED

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envs.gui import document
-from rubrics.multistep.io import load_rubric
+from rubrics.multistep.rubric_io import load_rubric
 
 from .conftest import ROOT
 

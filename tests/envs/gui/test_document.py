@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from envs.gui import document, editor
-from rubrics.multistep.io import load_rubric, rubric_to_dict
+from rubrics.multistep.rubric_io import load_rubric, rubric_to_dict
 
 from .conftest import ROOT, branching_requirements
 

@@ -11,7 +11,7 @@ import yaml
 
 from envs.gui import document
 from envs.gui.lossless import comment_lines, plan_save
-from rubrics.multistep.io import rubric_from_dict, rubric_to_dict
+from rubrics.multistep.rubric_io import rubric_from_dict, rubric_to_dict
 
 from .conftest import COMMENTED, ROOT
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from rubrics.multistep.io import load_rubric, rubric_to_dict
+from rubrics.multistep.rubric_io import load_rubric, rubric_to_dict
 
 from .app_driver import go, start, texts
 from .conftest import COMMENTED

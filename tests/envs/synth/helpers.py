@@ -8,7 +8,7 @@ from typing import Any
 
 from envs.synth.generate import EndpointGenerator
 from envs.synth.pipeline import SynthOptions, run_synth
-from rubrics.multistep.io import load_rubric
+from rubrics.multistep.rubric_io import load_rubric
 
 DATA = Path(__file__).parent / "data"
 ROADSIDE = DATA / "roadside.yaml"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from envs.synth.item import DROP_REASONS
-from rubrics.multistep.io import load_rubric, load_scenarios
+from rubrics.multistep.rubric_io import load_rubric, load_scenarios
 from tests.envs.synth.helpers import PHRASES, ROADSIDE, assert_honest, questions, run
 from tests.support.judge_server import JudgeServer
 from tests.support.synth_server import ScenarioWriter

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs.synth.plan import Plan, enumerate_routes, make_plan
-from rubrics.multistep.io import load_rubric, rubric_to_dict
+from rubrics.multistep.rubric_io import load_rubric, rubric_to_dict
 from rubrics.multistep.walk import ground_truth_walk
 from tests.envs.synth.helpers import ROADSIDE
 

@@ -13,9 +13,10 @@ from rubrics.judges import (
     RegexJudge,
     binary_judge_response_format,
 )
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.judges.matching import asserted, rule_matches
 from rubrics.judges.rules import RulesJudge
-from rubrics.multistep import BinaryRequirement, LLMRequirementJudge, RuleJudge
+from rubrics.multistep import BinaryRequirement, LLMRequirementJudge, RuleRequirementJudge
 
 from .conftest import judge_of
 
@@ -29,11 +30,11 @@ async def test_requirement_judges_give_the_same_judge_concept() -> None:
     """A rubric file's judges give a ``Judge`` per requirement: the protocol reward functions use."""
     rules = {1.0: {"regex": r"\b\d+\s*mg\b"}, 0.0: {"any": ["no dose"]}}
     req = BinaryRequirement(name="dose", question="Dose given?", rules=rules)
-    llm = LLMRequirementJudge(name="llm", base_url="http://127.0.0.1:1/v1", model="judge")
-    for judge in (RuleJudge().judge_for(req), llm.judge_for(req)):
+    llm = LLMRequirementJudge("llm", JudgeEndpoint(base_url="http://127.0.0.1:1/v1", model="judge"))
+    for judge in (RuleRequirementJudge().judge_for(req), llm.judge_for(req)):
         assert isinstance(judge, Judge) and judge.name == "dose"
         assert judge.response_format == req.response_format
-    by_rules = RuleJudge().judge_for(req)
+    by_rules = RuleRequirementJudge().judge_for(req)
     assert isinstance(by_rules, RulesJudge)
     assert (await by_rules("p", "Give 300 mg.", {"answer": 1.0})).answer == 1.0
     assert (await by_rules("p", "There was no dose.")).answer == 0.0

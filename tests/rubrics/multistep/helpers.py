@@ -8,7 +8,7 @@ from typing import Any
 
 from rubrics.judges.base import Judge
 from rubrics.judges.formats import JudgeResponse
-from rubrics.multistep import BinaryRequirement, Requirement, RuleJudge
+from rubrics.multistep import BinaryRequirement, Requirement, RuleRequirementJudge
 
 
 class ScriptedJudge:
@@ -88,5 +88,5 @@ def quickstart_requirements() -> list[Requirement]:
     ]
 
 
-def rule_judges() -> dict[str, RuleJudge]:
-    return {"rules": RuleJudge()}
+def rule_judges() -> dict[str, RuleRequirementJudge]:
+    return {"rules": RuleRequirementJudge()}

@@ -20,7 +20,7 @@ from rubrics.judges.matching import (
     phrase_pattern,
     rule_matches,
 )
-from rubrics.multistep import MultiStepRubric, RuleJudge, load_rubric
+from rubrics.multistep import MultiStepRubric, RuleRequirementJudge, load_rubric
 from rubrics.multistep.judging import rule_phrases
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -344,7 +344,7 @@ CASES = [
 
 def judged(name: str, text: str) -> Any:
     requirement = RUBRIC.graph.requirements[name]
-    return asyncio.run(RuleJudge().judge_for(requirement)(None, text, None)).answer
+    return asyncio.run(RuleRequirementJudge().judge_for(requirement)(None, text, None)).answer
 
 
 def test_every_requirement_and_answer_has_paraphrases() -> None:

@@ -12,7 +12,13 @@ import pytest
 
 from rubrics.judges.matching import check_rule_spec, rule_verdict
 from rubrics.loading import load_yaml_file
-from rubrics.multistep import BinaryRequirement, MultiStepRubric, RuleJudge, load_rubric, save_rubric
+from rubrics.multistep import (
+    BinaryRequirement,
+    MultiStepRubric,
+    RuleRequirementJudge,
+    load_rubric,
+    save_rubric,
+)
 from rubrics.multistep.lint import requirement_warnings
 from rubrics.multistep.show import describe
 from train.cli import main
@@ -30,7 +36,7 @@ def test_rules_written_before_negation_awareness_keep_their_verdicts(case: dict,
     for value, spec in case["rules"].items():
         check_rule_spec(case["name"], value, spec)
     requirement = BinaryRequirement(name=case["name"], question="?", rules=case["rules"])
-    judged = asyncio.run(RuleJudge().judge_for(requirement)(None, reply, None))
+    judged = asyncio.run(RuleRequirementJudge().judge_for(requirement)(None, reply, None))
     assert judged.answer == case["verdicts"][reply] == rule_verdict(requirement.rules, reply)
 
 
@@ -56,7 +62,9 @@ def test_the_switch_is_validated(spec: dict, message: str) -> None:
 
 
 def _rubric(rules: dict[float, dict[str, Any]]) -> MultiStepRubric:
-    return MultiStepRubric([BinaryRequirement(name="hazard", question="Hazard?", rules=rules)], [RuleJudge()])
+    return MultiStepRubric(
+        [BinaryRequirement(name="hazard", question="Hazard?", rules=rules)], [RuleRequirementJudge()]
+    )
 
 
 def test_the_switch_survives_a_save_and_is_shown(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 the unit of a ``criteria`` environment's dataset.
 
 The project's own file format is one ``CriteriaExample`` per JSONL line (or per item of a JSON list), its
-fields exactly as below; ``envs.criteria_data`` reads it and the HealthBench and RaR formats into it
+fields exactly as below; ``envs.criteria.data`` reads it and the HealthBench and RaR formats into it
 (``docs/criteria_data.md`` maps their fields).
 """
 
@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rubrics.autograders.scoring import positive_points
-from rubrics.criteria import ALL_ZERO, Criterion
+from rubrics.criteria.autograders.scoring import positive_points
+from rubrics.criteria.criterion import ALL_ZERO, Criterion
 
 
 class ChatMessage(BaseModel):

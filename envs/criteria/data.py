@@ -1,8 +1,8 @@
 """Per-prompt criteria datasets from local files, read into ``CriteriaExample``s (``docs/criteria_data.md``).
 
-Three formats (``envs.criteria_formats``): the project's own (``native``: one ``CriteriaExample`` per
+Three formats (``envs.criteria.formats``): the project's own (``native``: one ``CriteriaExample`` per
 record), OpenAI's HealthBench (``healthbench``) and Scale AI's RaR-Medicine / RaR-Science (``rar``). Four
-kinds of file (``envs.criteria_records``): JSONL, JSON (a list of records or ``{"data": [...]}``), parquet,
+kinds of file (``envs.criteria.records``): JSONL, JSON (a list of records or ``{"data": [...]}``), parquet,
 and a folder: one written by ``datasets`` (``save_to_disk``) or a downloaded dataset repository holding
 JSONL, JSON or parquet files. Nothing is fetched from a hub.
 
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from envs.criteria_formats import FORMATS, convert, detect_format, in_source
-from envs.criteria_records import Record, read_records
-from rubrics.criteria_examples import CriteriaExample
+from envs.criteria.formats import FORMATS, convert, detect_format, in_source
+from envs.criteria.records import Record, read_records
+from rubrics.criteria.example import CriteriaExample
+from rubrics.error_text import show
 from rubrics.loading import FileLoadError
-from rubrics.messages import show
 
 
 def load_criteria_examples(

@@ -1,15 +1,16 @@
 """``CriteriaEnv``: one reply per prompt, graded against the prompt's own weighted criteria (RaR, HealthBench,
-RLCF's checklists; ``rubrics.criteria_examples.CriteriaExample``).
+RLCF's checklists; ``rubrics.criteria.example.CriteriaExample``).
 
-The reward is the autograder's score (``rubrics.autograders.scoring``: normalised by the positive weights and
-clipped to [0, 1] per rollout, the all-negative rule, or the holistic score), or with ``clip_reward=False``
-HealthBench's unclipped per-example score (the points met over the positive points, ``criteria_reward``);
-criteria that carry a rule are judged offline by it, the others by the LLM autograder (``RuleFirstGrader``).
+The reward is the autograder's score (``rubrics.criteria.autograders.scoring``: normalised by the positive
+weights and clipped to [0, 1] per rollout, the all-negative rule, or the holistic score), or with
+``clip_reward=False`` HealthBench's unclipped per-example score (the points met over the positive points,
+``criteria_reward``); criteria that carry a rule are judged offline by it, the others by the LLM
+autograder (``RuleFirstGrader``).
 Every rollout keeps its verdicts in ``rollout.criteria`` (``rubrics.types.CriteriaVerdicts``, written to
 ``rollouts.jsonl``): the example id, the autograder's score, the raw points, the positive points, the example's
 tags and one verdict per criterion (name, weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
-``rubrics.criteria_scores.step_tag_metrics``).
+``rubrics.criteria.tag_scores.step_tag_metrics``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from envs.backends.base import SamplingParams
 from envs.environment import SingleTurnEnv
 from envs.examples import Example
 from envs.rollout import ScoredRollout
-from rubrics.autograders.mixed import RuleFirstGrader
-from rubrics.criteria_examples import CriteriaExample
-from rubrics.criteria_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
+from rubrics.criteria.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.example import CriteriaExample
+from rubrics.criteria.tag_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
 from rubrics.multistep.probe import PolicyScore, score_rollouts
 from rubrics.multistep.probe import Rollout as ProbeRollout
@@ -134,7 +135,7 @@ class CriteriaEnv(SingleTurnEnv):
         return rows
 
     def report_sections(self, evaluations: Mapping[str, Sequence[ScoredRollout]]) -> list[str]:
-        """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria_scores``): the
+        """Per-tag scores of each evaluated model, HealthBench's way (``rubrics.criteria.tag_scores``): the
         mean of the unclipped example scores, clipped to [0, 1], with its bootstrap std and the 95% interval
         clustered by example, and the share of each tag's criteria passed; first, which reward the held-out
         means above them are (``clip_reward``)."""

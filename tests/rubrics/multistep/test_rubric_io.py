@@ -10,6 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rubrics.judges.endpoint import JudgeEndpoint
 from rubrics.multistep import (
     BinaryRequirement,
     ContinuousRequirement,
@@ -17,7 +18,7 @@ from rubrics.multistep import (
     LLMRequirementJudge,
     MultiStepRubric,
     RubricFileError,
-    RuleJudge,
+    RuleRequirementJudge,
     Scenario,
     UnitVectorRequirement,
     load_rubric,
@@ -56,13 +57,12 @@ def every_kind_rubric(strategy: dict) -> MultiStepRubric:
         ),
     ]
     judges = {
-        "rules": RuleJudge(),
+        "rules": RuleRequirementJudge(),
         "llm": LLMRequirementJudge(
-            name="llm",
-            base_url="http://127.0.0.1:9/v1",
-            model="judge",
-            api_key_env="JUDGE_KEY",
-            timeout_s=12.5,
+            "llm",
+            JudgeEndpoint(
+                base_url="http://127.0.0.1:9/v1", model="judge", api_key_env="JUDGE_KEY", timeout_s=12.5
+            ),
         ),
     }
     return MultiStepRubric(reqs, judges, reward_strategy=strategy, name="kinds", description="every kind")

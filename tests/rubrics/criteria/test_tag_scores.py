@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rubrics.criteria_scores import (
+from rubrics.criteria.tag_scores import (
     bootstrap_std,
     clipped_mean,
     example_metrics,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rubrics.autograders import (
+from rubrics.criteria.autograders import (
     PerCriterionOutput,
     per_criterion_score,
 )
-from rubrics.criteria import CriteriaRubric
+from rubrics.criteria.rubric import CriteriaRubric
 
 EXAMPLE_CRITERIA = CriteriaRubric.from_dict(
     [

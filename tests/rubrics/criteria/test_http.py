@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from rubrics.autograders import PerCriterionGrader, PerCriterionOneShotGrader, RubricAsJudgeGrader
-from rubrics.autograders.mixed import RuleFirstGrader
-from rubrics.criteria import CriteriaRubric
+from rubrics.criteria.autograders import PerCriterionGrader, PerCriterionOneShotGrader, RubricAsJudgeGrader
+from rubrics.criteria.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.rubric import CriteriaRubric
 from rubrics.judges import JudgeError, LLMJudgeClient
 from rubrics.judges.stats import snapshot_delta
 from rubrics.types import State

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rubrics.autograders import (
+from rubrics.criteria.autograders import (
     CriterionEvaluation,
     GraderOutputError,
     OneShotOutput,

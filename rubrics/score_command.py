@@ -29,7 +29,7 @@ def import_rubric(spec: str) -> Rubric:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise InputError(
-            f"rubric {spec!r}: expected 'module:attribute', e.g. 'rubrics.examples:math_with_format'"
+            f"rubric {spec!r}: expected 'module:attribute', e.g. 'rubrics.ready_made:math_with_format'"
         )
     try:
         module = importlib.import_module(module_name)

@@ -17,11 +17,11 @@ from transformers import AutoTokenizer
 from envs.backends.base import SamplingParams
 from envs.build import make_env
 from envs.config import EnvConfig
-from envs.criteria_env import CriteriaEnv
+from envs.criteria.environment import CriteriaEnv
 from envs.examples import Example
-from rubrics.autograders import PerCriterionGrader
-from rubrics.autograders.mixed import RuleFirstGrader
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.autograders import PerCriterionGrader
+from rubrics.criteria.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.example import CriteriaExample
 from rubrics.judges.client import LLMJudgeClient
 from tests.support.judge_server import JudgeServer
 from tests.support.rollouts import with_advantages

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rubrics.criteria import Criterion, ToGrade
+    from rubrics.criteria.criterion import Criterion, ToGrade
 
 _SIGN_RULES = (
     "A positive criterion describes something the response should do: it is MET when the response does it.\n"

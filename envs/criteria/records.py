@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubrics.criteria_examples import CriteriaExample
+from rubrics.criteria.example import CriteriaExample
+from rubrics.error_text import field_path, show
 from rubrics.loading import Document, FileLoadError, Place, parse_json, read_text, schema_error
-from rubrics.messages import field_path, show
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 """The data files read, alone or inside a dataset repository folder."""

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.gui import document
-from rubrics.multistep.io import load_scenarios, scenario_from_dict
 from rubrics.multistep.rubric import MultiStepRubric
+from rubrics.multistep.rubric_io import load_scenarios, scenario_from_dict
 
 PROBE = "rubrics.multistep.probe"
 """The trivial-policy probe."""

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from envs.criteria_data import load_criteria_examples
-from envs.criteria_formats import FORMATS, detect_format
-from rubrics.criteria import Criterion
-from rubrics.criteria_examples import ChatMessage, CriteriaExample
+from envs.criteria.data import load_criteria_examples
+from envs.criteria.formats import FORMATS, detect_format
+from rubrics.criteria.criterion import Criterion
+from rubrics.criteria.example import ChatMessage, CriteriaExample
 from rubrics.loading import FileLoadError
 
-DATA = Path(__file__).parents[1] / "data" / "criteria"
+DATA = Path(__file__).parents[2] / "data" / "criteria"
 KINDS = ("jsonl", "json_list", "json_data", "parquet", "saved_dataset", "saved_dataset_dict", "repository")
 
 

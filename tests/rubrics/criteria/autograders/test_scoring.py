@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.autograders import (
+from rubrics.criteria.autograders import (
     RubricAsJudgeGrader,
     RubricAsJudgeOutput,
 )

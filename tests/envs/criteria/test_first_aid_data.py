@@ -12,13 +12,13 @@ from types import ModuleType
 
 import pytest
 
-from envs.criteria_env import trivial_reply
-from rubrics.autograders.scoring import per_criterion_score
-from rubrics.criteria_examples import CriteriaExample
+from envs.criteria.environment import trivial_reply
+from rubrics.criteria.autograders.scoring import per_criterion_score
+from rubrics.criteria.example import CriteriaExample
 from tests.support.scripts import load_script
 from train.rollout_metrics import diversity_metrics
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 
 def script() -> ModuleType:
@@ -126,8 +126,8 @@ def test_the_trl_benchmark_rewards_a_reply_as_our_environment_does(clip: bool, t
     from transformers import AutoTokenizer
 
     from benchmarks.criteria_vs_trl import _grade
-    from envs.criteria_env import CriteriaEnv
-    from rubrics.autograders.mixed import RuleFirstGrader
+    from envs.criteria.environment import CriteriaEnv
+    from rubrics.criteria.autograders.mixed import RuleFirstGrader
 
     heldout = script().files()[ROOT / "configs/data/first_aid_criteria_heldout.jsonl"]
     example = CriteriaExample.model_validate(heldout[0])

@@ -2,7 +2,7 @@
 both in one report and one score.
 
 Scores, with ``R`` the rule-judged criteria and ``L`` the LLM-judged ones (formulas of
-``rubrics.autograders.scoring``, over all criteria together):
+``rubrics.criteria.autograders.scoring``, over all criteria together):
 
     per-criterion or one-shot inner grader:  per_criterion_score(all weights, all verdicts)
     holistic inner grader (0-100 over L):    raw = llm / 100 * sum(max(0, w) for L) + sum(w for MET in R)
@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rubrics.autograders.scoring import clamp, per_criterion_score
-from rubrics.criteria import Criterion, CriterionReport, EvaluationReport, Grader, ToGrade
+from rubrics.criteria.autograders.scoring import clamp, per_criterion_score
+from rubrics.criteria.criterion import Criterion, CriterionReport, EvaluationReport, ToGrade
+from rubrics.criteria.rubric import Grader
 
 
 def response_output(to_grade: ToGrade) -> str:

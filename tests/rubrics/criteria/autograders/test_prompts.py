@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rubrics.autograders import (
+from rubrics.criteria.autograders import (
     PerCriterionGrader,
     PerCriterionOneShotGrader,
     RubricAsJudgeGrader,

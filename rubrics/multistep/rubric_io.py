@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
+from rubrics.error_text import show
 from rubrics.loading import Document
-from rubrics.messages import show
 from rubrics.multistep.files import (
     FORMAT_VERSION,
     RubricFileError,
@@ -145,7 +145,7 @@ def _judge(doc: Document, name: str, data: Any) -> RequirementJudge:
         place = (*where, "type") if isinstance(data, Mapping) else where
         raise error_at(doc, place, f"unknown judge type (expected 'rules' or 'llm', got {got})")
     values = validated(doc, where, JUDGE_SCHEMAS[kind], data).model_dump(exclude_none=True, exclude={"type"})
-    return JUDGE_TYPES[kind](name=name, **values)
+    return JUDGE_TYPES[kind].from_file(name, values)
 
 
 def _strategy(doc: Document, data: Any) -> RewardStrategy:

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubrics.error_text import show
 from rubrics.loading import FileLoadError, Place
-from rubrics.messages import show
 
 FORMATS = ("native", "healthbench", "rar")
 """The record formats ``load_criteria_examples`` reads (``auto`` detects one of them)."""

@@ -21,17 +21,17 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
-from rubrics.autograders import prompts
-from rubrics.autograders.schemas import (
+from rubrics.criteria.autograders import prompts
+from rubrics.criteria.autograders.schemas import (
     GraderOutputError,
     OneShotOutput,
     PerCriterionOutput,
     RubricAsJudgeOutput,
     coerce_output,
 )
-from rubrics.autograders.scoring import holistic_score, per_criterion_score
-from rubrics.criteria import Criterion, CriterionReport, EvaluationReport, ToGrade
-from rubrics.judges.client import LLMJudgeClient
+from rubrics.criteria.autograders.scoring import holistic_score, per_criterion_score
+from rubrics.criteria.criterion import Criterion, CriterionReport, EvaluationReport, ToGrade
+from rubrics.judges.client import LLMJudgeClient, StructuredReply
 
 GenerateFn = Callable[[str, str], Any]
 """``generate_fn(system_prompt, user_prompt)`` -> the grader's schema, a dict or JSON text (or an awaitable)."""
@@ -42,17 +42,14 @@ T = TypeVar("T")
 
 
 def judge_generate_fn(client: LLMJudgeClient, output_type: type[M]) -> Callable[[str, str], Any]:
-    """A generate function on the LLM judge client: structured output, retries on malformed replies."""
-    schema = output_type.model_json_schema()
+    """A generate function on the LLM judge client: structured output, retries on malformed replies (asked
+    the way every LLM judge asks, ``LLMJudgeClient.ask``)."""
+    reply = StructuredReply(
+        lambda text: coerce_output(output_type, text), output_type.model_json_schema(), output_type.__name__
+    )
 
     async def generate(system_prompt: str, user_prompt: str) -> M:
-        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
-        return await client.complete(
-            messages,
-            parse=lambda text: coerce_output(output_type, text),
-            schema=schema,
-            schema_name=output_type.__name__,
-        )
+        return await client.ask(system_prompt, user_prompt, reply)
 
     return generate
 

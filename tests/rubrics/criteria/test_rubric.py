@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from rubrics import Rubric, RubricGroup
-from rubrics.autograders import PerCriterionGrader, PerCriterionOutput, RubricAsJudgeGrader
-from rubrics.criteria import CriteriaLoadError, CriteriaRubric, Criterion, CriterionReport, EvaluationReport
+from rubrics.criteria.autograders import PerCriterionGrader, PerCriterionOutput, RubricAsJudgeGrader
+from rubrics.criteria.criterion import Criterion, CriterionReport, EvaluationReport
+from rubrics.criteria.rubric import CriteriaLoadError, CriteriaRubric
 
 FLAT = [
     {"weight": 10.0, "requirement": "Mentions Paris"},
