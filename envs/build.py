@@ -156,14 +156,10 @@ def criteria_grader(
         RubricAsJudgeGrader,
     )
 
-    if cfg.judge_base_url is None or cfg.judge_model is None or not any(e.needs_llm() for e in examples):
+    endpoint = cfg.criteria_judge_endpoint()
+    if endpoint is None or not any(e.needs_llm() for e in examples):
         return RuleFirstGrader(None), None
-    client = LLMJudgeClient(
-        cfg.judge_base_url,
-        cfg.judge_model,
-        cfg.judge_api_key_env,
-        max_concurrency=cfg.judge_concurrency,
-    )
+    client = LLMJudgeClient.from_endpoint(endpoint)
     kind = {
         "per_criterion": PerCriterionGrader,
         "one_shot": PerCriterionOneShotGrader,
@@ -238,14 +234,14 @@ def _override_judge_endpoint(cfg: EnvConfig, rubric: MultiStepRubric) -> None:
     """Point the rubric's judge in use at ``env.judge_base_url`` / ``env.judge_model`` when they are set."""
     from rubrics.multistep.judging import LLMRequirementJudge
 
-    if cfg.judge_base_url is None and cfg.judge_model is None:
+    overrides = cfg.judge_overrides()
+    if not overrides:
         return
     judge = rubric.judges[rubric.default_judge]
     if not isinstance(judge, LLMRequirementJudge):
         field = "env.judge_base_url" if cfg.judge_base_url is not None else "env.judge_model"
         raise ValueError(f"{field}: the judge in use, {rubric.default_judge!r}, is not an LLM judge")
-    judge.base_url = cfg.judge_base_url or judge.base_url
-    judge.model = cfg.judge_model or judge.model
+    judge.retarget(**overrides)
 
 
 def make_backend(

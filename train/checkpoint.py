@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,29 +48,41 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
 
 FORMAT_VERSION = 1
 
-_RESERVED_KEYS = frozenset({"step", "path"})
+
+@dataclass(frozen=True)
+class TrainerState:
+    """What a checkpoint holds of the trainer's own, beside accelerate's state: ``trainer_state.json``."""
+
+    step: int
+    """Optimiser steps completed."""
+    cursor: dict[str, Any] | None = None
+    """The data cursor's state (``train.sampling``: epoch, position, order), as JSON; None when not saved."""
+    wandb_run_id: str | None = None
+    """The wandb run a resumed run continues under; None without one."""
+    path: Path | None = field(default=None, compare=False)
+    """The checkpoint folder it was read from (``load_latest``); None for one about to be saved."""
+
+    def extra(self) -> dict[str, Any]:
+        """The file's ``extra`` object (JSON): the cursor and the wandb run id."""
+        return {"cursor": self.cursor, "wandb_run_id": self.wandb_run_id}
 
 
 def save_checkpoint(
     accelerator: Accelerator,
     run: RunFolder,
-    step: int,
-    extra: dict[str, Any],
+    state: TrainerState,
     *,
     keep_last: int = 2,
     model: torch.nn.Module | None = None,
     tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> Path:
-    """Save the full training state after optimiser step ``step``; returns the checkpoint folder.
+    """Save the full training state after optimiser step ``state.step``; returns the checkpoint folder.
 
     Args:
         accelerator: The ``accelerate.Accelerator`` whose prepared model, optimiser and scheduler are saved.
         run: The run folder (``logging.output_dir``); checkpoints go to ``<run>/checkpoints/``.
-        step: Optimiser steps completed.
-        extra: JSON-serialisable trainer state that ``load_latest`` returns: the data cursor (example
-            position, epoch), the orchestrator's RNG state as plain lists, ``wandb_run_id``. The keys
-            ``step`` and ``path`` are reserved. JSON turns tuples into lists: ``random.Random.setstate``
-            needs ``(s[0], tuple(s[1]), s[2])`` back.
+        state: The trainer's own state that ``load_latest`` returns: the step, the data cursor (JSON: a
+            tuple comes back a list), the wandb run id.
         keep_last: Complete checkpoints to keep (older ones are deleted after the new one is in place).
         model: The prepared model, for the final checkpoint: also writes a plain ``model/`` folder
             (``save_pretrained`` of the unwrapped model) that evaluation and serving load directly.
@@ -77,15 +90,14 @@ def save_checkpoint(
     """
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got {keep_last}")
-    if reserved := _RESERVED_KEYS & extra.keys():
-        raise ValueError(f"extra must not use the reserved keys {sorted(reserved)}")
+    step = state.step
     if accelerator.project_configuration.automatic_checkpoint_naming:
         raise ValueError("save_checkpoint names its own folders: turn off automatic_checkpoint_naming")
     state_json = json.dumps(
-        {"format": FORMAT_VERSION, "step": step, "saved_at": time.time(), "extra": extra},
+        {"format": FORMAT_VERSION, "step": step, "saved_at": time.time(), "extra": state.extra()},
         indent=2,
         allow_nan=False,
-    )  # fail on a bad ``extra`` before writing anything
+    )  # fail on a cursor that is not JSON before writing anything
     root = run.checkpoints
     final = run.checkpoint(step).path
     tmp = run.checkpoint_staging(step)
@@ -111,21 +123,21 @@ def save_checkpoint(
     return final
 
 
-def load_latest(accelerator: Accelerator, run: RunFolder) -> dict[str, Any] | None:
+def load_latest(accelerator: Accelerator, run: RunFolder) -> TrainerState | None:
     """Restore the newest complete checkpoint of ``run`` into ``accelerator``; None if there is none.
 
     Loads model, optimiser, scheduler and RNG states through ``accelerator.load_state`` (call it after
-    ``accelerator.prepare``). Returns the ``extra`` that ``save_checkpoint`` was given, plus ``step`` (the
-    optimiser steps done) and ``path`` (the checkpoint folder): ``{"step": 10, "path": "...", "cursor":
-    ..., "wandb_run_id": ...}``.
+    ``accelerator.prepare``). Returns the ``TrainerState`` that ``save_checkpoint`` was given, with the
+    checkpoint folder as its ``path``.
     """
     path = latest_checkpoint(run)
     if path is None:
         return None
     _, load_kwargs = engine_checkpoint_kwargs(accelerator)
     accelerator.load_state(str(path), **load_kwargs)
-    state = json.loads(CheckpointFolder(path).trainer_state.read_text(encoding="utf-8"))
-    return {**state["extra"], "step": int(state["step"]), "path": str(path)}
+    saved = json.loads(CheckpointFolder(path).trainer_state.read_text(encoding="utf-8"))
+    extra = saved.get("extra") or {}
+    return TrainerState(int(saved["step"]), extra.get("cursor"), extra.get("wandb_run_id"), path)
 
 
 def latest_checkpoint(run: RunFolder) -> Path | None:

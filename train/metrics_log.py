@@ -56,6 +56,7 @@ class RunLogger:
 
     Args:
         cfg: The ``logging`` section of the run config.
+        run: The run folder (``logging.output_dir``) the metrics and the wandb files go to.
         config_dict: The whole run config as a plain dict (stored as the wandb run's config).
         resume_run_id: The wandb run id saved in the checkpoint being resumed; the run continues under it.
         enabled: False on non-main processes: no wandb run, no files, every call does nothing.
@@ -64,12 +65,13 @@ class RunLogger:
     def __init__(
         self,
         cfg: LoggingConfig,
+        run: RunFolder,
         config_dict: dict[str, Any],
         resume_run_id: str | None = None,
         *,
         enabled: bool = True,
     ) -> None:
-        self.folder = RunFolder(Path(cfg.output_dir))
+        self.folder = run
         self.enabled = enabled
         self.mode: WandbMode = wandb_mode(cfg.wandb_mode) if enabled else "disabled"
         self._resume_run_id = resume_run_id

@@ -22,7 +22,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from envs.backends.base import InferenceBackend
+from envs.backends.base import TrainingBackend
 from envs.backends.replay import ReplayBackend, reply_ids
 from envs.environment import Environment
 from envs.examples import Example
@@ -47,6 +47,11 @@ class StepRollouts:
     decode: dict[str, float] = field(default_factory=dict)
     """What the backend's decode loops did for this step (``envs.backends.decode.DecodeStats``; empty for a
     backend that counts nothing, such as a vLLM server)."""
+    cursor: dict[str, Any] = field(default_factory=dict)
+    """The data cursor right after this step's examples were taken: what a checkpoint of the step holds."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """How many of the step's examples each stratum gave (metrics ``sampler/stratum/<key>``; empty without
+    strata)."""
 
     @property
     def weight_versions(self) -> list[int]:
@@ -93,7 +98,7 @@ class Orchestrator:
     def __init__(
         self,
         env: Environment,
-        backend: InferenceBackend,
+        backend: TrainingBackend,
         examples: Sequence[Example],
         prompts_per_step: int,
         group_size: int,
@@ -132,7 +137,7 @@ class Orchestrator:
         cls,
         cfg: TrainConfig,
         env: Environment,
-        backend: InferenceBackend,
+        backend: TrainingBackend,
         examples: Sequence[Example],
         seed: int,
         cursor: Mapping[str, Any] | None = None,
@@ -147,13 +152,13 @@ class Orchestrator:
         )
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
-        """Take the examples of ``step`` from the cursor now, in the caller's thread (so ``cursor.state()``
-        and ``shares()`` right after this call are the cursor a checkpoint of ``step`` must hold and the
-        step's examples per stratum), and return the coroutine that generates and scores their groups (it may
-        run later, in the rollout loop's thread)."""
+        """Take the examples of ``step`` from the cursor now, in the caller's thread, and return the coroutine
+        that generates and scores their groups (it may run later, in the rollout loop's thread). Its
+        ``StepRollouts`` carries the cursor as it stands now (what a checkpoint of ``step`` must hold) and the
+        step's examples per stratum."""
         indices = self.cursor.take(self.prompts_per_step)
         self.taken = indices
-        return self._produce(step, indices, policy_version)
+        return self._produce(step, indices, policy_version, self.cursor.state(), self.shares())
 
     def shares(self) -> dict[str, float]:
         """How many of the examples ``produce`` took last each stratum gave: metrics ``sampler/stratum/<key>``
@@ -161,12 +166,19 @@ class Orchestrator:
         keys = sorted({key for key in self.strata if key is not None})
         return stratum_shares([self.strata[i] for i in self.taken], keys)
 
-    async def _produce(self, step: int, indices: list[int], policy_version: int) -> StepRollouts:
+    async def _produce(
+        self,
+        step: int,
+        indices: list[int],
+        policy_version: int,
+        cursor: dict[str, Any],
+        shares: dict[str, float],
+    ) -> StepRollouts:
         import torch
 
         torch.manual_seed(self.seed * 1_000_003 + step)  # sampling of this step depends on (seed, step) only
         start = time.perf_counter()
-        stats = getattr(self.backend, "stats", None)
+        stats = self.backend.decode_stats
         before = replace(stats) if stats is not None else None
         examples = [self.examples[i] for i in indices]
         groups = await asyncio.gather(*(self._group(e) for e in examples))
@@ -176,6 +188,8 @@ class Orchestrator:
             generate_s=elapsed,
             policy_version=policy_version,
             decode=stats.since(before).as_dict() if stats is not None and before is not None else {},
+            cursor=cursor,
+            shares=shares,
         )
 
     def _credit(self, examples: Sequence[Example], groups: Sequence[Sequence[Rollout]]) -> list[GroupCredit]:

@@ -38,20 +38,18 @@ class Policy:
     """The policy's tokenizer."""
     model_dir: Path
     """The local folder the policy was loaded from."""
+    cfg: TrainConfig
+    """The run's config (its loss, optimiser and memory settings)."""
+    accelerator: Accelerator
+    """The accelerator that prepared the model, optimiser and schedule."""
 
-    def learn(
-        self,
-        rollouts: StepRollouts,
-        cfg: TrainConfig,
-        accelerator: Accelerator,
-        backend: TrainingBackend,
-        step: int,
-    ) -> dict[str, float]:
+    def learn(self, rollouts: StepRollouts, backend: TrainingBackend, step: int) -> dict[str, float]:
         """One policy update on ``step``'s kept groups; returns the step's loss statistics. Runs on the
         run's torch thread, which the local backend samples on too, so it tells the backend the weights
         changed before any queued generation runs."""
         from train.step import train_step  # imports torch
 
+        cfg, accelerator = self.cfg, self.accelerator
         pad = self.tokenizer.pad_token_id or 0
         batch = rollouts_to_batch(rollouts.kept_groups, pad, cfg.loss.mask_truncated_completions)
         # generation may run ahead: the weights never change under it (train_step holds the lock to step)
@@ -98,7 +96,7 @@ def load_policy(cfg: TrainConfig, accelerator: Accelerator) -> Policy:
     if cfg.model.lora is not None:  # the reference is the policy with its adapter off: no second model
         ref_model = AdapterOff(accelerator.unwrap_model(model)) if cfg.loss.beta > 0 else None
         save_adapter_checkpoints(accelerator)
-    return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir)
+    return Policy(model, ref_model, optimizer, scheduler, tokenizer, model_dir, cfg, accelerator)
 
 
 def adamw(

@@ -67,23 +67,21 @@ class TorchWorker:
 
 class Prefetch:
     """Steps' rollouts requested up to ``ahead`` steps ahead of the trainer, each with the data cursor a
-    checkpoint of that step must hold and its examples per stratum (taken when its examples were)."""
+    checkpoint of that step must hold and its examples per stratum (``StepRollouts.cursor``, ``shares``)."""
 
     def __init__(self, orchestrator: Orchestrator, loop: EventLoopThread, ahead: int, max_steps: int) -> None:
         self.orchestrator, self.loop = orchestrator, loop
         self.ahead, self.max_steps = ahead, max_steps
         self.pending: dict[int, concurrent.futures.Future[StepRollouts]] = {}
-        self.taken: dict[int, tuple[dict[str, Any], dict[str, float]]] = {}
 
-    def take(self, step: int) -> tuple[StepRollouts, dict[str, Any], dict[str, float]]:
-        """``step``'s rollouts (waiting for them), cursor and shares of the strata (metrics); first requests
-        the steps ahead with the weights of ``step`` optimiser steps."""
+    def take(self, step: int) -> StepRollouts:
+        """``step``'s rollouts (waiting for them); first requests the steps ahead with the weights of ``step``
+        optimiser steps."""
         for ahead in range(self.ahead + 1):
             k = step + ahead
             if k < self.max_steps and k not in self.pending:
                 self.pending[k] = self.loop.submit(self.orchestrator.produce(k, policy_version=step))
-                self.taken[k] = (self.orchestrator.cursor.state(), self.orchestrator.shares())
-        return self.pending.pop(step).result(), *self.taken.pop(step)
+        return self.pending.pop(step).result()
 
 
 def timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:

@@ -40,7 +40,7 @@ from envs.models.loading import check_versions
 from envs.rollout import ScoredRollout
 from train.backend import PolicyWeights, adapter_prefix, rollout_backend
 from train.backend_kinds import backend_kind
-from train.checkpoint import load_latest, save_checkpoint
+from train.checkpoint import TrainerState, load_latest, save_checkpoint
 from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
 from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
 from train.memory_check import check_at_start
@@ -67,7 +67,6 @@ from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.warm_start import run_warm_start
 
 if TYPE_CHECKING:  # imported inside the functions that use them (see the note below)
-    from accelerate import Accelerator
     from transformers import PreTrainedTokenizerBase
 
 
@@ -113,12 +112,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         eval_examples = []  # evaluation (and its files) belong to the main process
 
     # -- 3. resume --------------------------------------------------------------------------------------
-    saved = (worker.run(load_latest, accelerator, run) if cfg.resume else None) or {}
-    start_step = int(saved.get("step", 0))
+    saved = (worker.run(load_latest, accelerator, run) if cfg.resume else None) or TrainerState(0)
+    start_step = saved.step
     seed = cfg.seed + 7919 * rank
-    orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.get("cursor"))
+    orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.cursor)
     main = accelerator.is_main_process
-    logger = RunLogger(cfg.logging, cfg.model_dump(), resume_run_id=saved.get("wandb_run_id"), enabled=main)
+    logger = RunLogger(cfg.logging, run, cfg.model_dump(), resume_run_id=saved.wandb_run_id, enabled=main)
     loop = EventLoopThread()
     if start_step > 0:  # the backend generates with the resumed weights
         loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
@@ -159,7 +158,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
     if cfg.warm_start.demonstrations:
-        worker.run(run_warm_start, cfg, accelerator, policy, env, held_names, start_step)
+        worker.run(run_warm_start, cfg, run, policy, env, held_names, start_step)
         loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))
         if start_step == 0 and eval_sets:
             evaluate(WARM_START, 0)
@@ -168,21 +167,19 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     prefetch = Prefetch(orchestrator, loop, cfg.rollout.max_off_policy_steps, cfg.max_steps)
     progress = progress_printer(cfg.logging, cfg.max_steps, accelerator.is_main_process, start_step)
     for step in range(start_step, cfg.max_steps):
-        (rollouts, cursor, shares), t_wait = timed(prefetch.take, step)
+        rollouts, t_wait = timed(prefetch.take, step)
         check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
         backend.release()  # a colocated engine gives its device memory back while the policy trains
-        batch_stats, t_train = timed(worker.run, policy.learn, rollouts, cfg, accelerator, backend, step)
+        batch_stats, t_train = timed(worker.run, policy.learn, rollouts, backend, step)
         synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
         seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
         metrics = {
             **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
             **env.step_metrics(rollouts.all_rollouts),
-            **shares,
+            **rollouts.shares,
         }
-        _log_and_save(
-            cfg.logging, cfg.max_steps, accelerator, logger, policy, rollouts, step, metrics, cursor, worker
-        )
+        _log_and_save(cfg, run, logger, policy, rollouts, step, metrics, worker)
         progress(step + 1, metrics)
         # the held-out curve of a long run
         if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_sets:
@@ -211,7 +208,7 @@ async def _sync(
     await backend.sync_weights(weights, step)
     if rollout.check_sync:
         await backend.check_sync(weights, tokenizer)
-    return dict(getattr(backend, "sync_stats", {}))
+    return dict(backend.sync_stats)
 
 
 class TooManyFailedRollouts(RuntimeError):
@@ -268,35 +265,25 @@ def step_metrics(
 
 
 def _log_and_save(
-    logging: LoggingConfig,
-    max_steps: int,
-    accelerator: Accelerator,
+    cfg: TrainConfig,
+    run: RunFolder,
     logger: RunLogger,
     policy: Policy,
     rollouts: StepRollouts,
     step: int,
     metrics: dict[str, float],
-    cursor: dict[str, Any],
     worker: TorchWorker,
 ) -> None:
     """Log the step, sample rollouts now and then, and checkpoint (the last one also holds a plain model)."""
     done = step + 1
     logger.log(done, metrics)
-    if done % logging.sample_every == 0:
+    if done % cfg.logging.sample_every == 0:
         logger.log_samples(done, sample_rows(rollouts.all_rollouts))
-    last = done == max_steps
-    if done % logging.checkpoint_every == 0 or last:
-        extra = {"cursor": cursor, "wandb_run_id": logger.run_id}
+    last = done == cfg.max_steps
+    if done % cfg.logging.checkpoint_every == 0 or last:
+        state = TrainerState(done, rollouts.cursor, logger.run_id)
         model = policy.model if last else None
-        worker.run(
-            save_checkpoint,
-            accelerator,
-            RunFolder(Path(logging.output_dir)),
-            done,
-            extra,
-            model=model,
-            tokenizer=policy.tokenizer,
-        )
+        worker.run(save_checkpoint, policy.accelerator, run, state, model=model, tokenizer=policy.tokenizer)
 
 
 def _at_temperature(env: Environment, temperature: float | None) -> Environment:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubrics.types import TokenSequence
 from train.config import TrainConfig, WarmStartConfig
 from train.demonstrations import check_not_held_out, load_demonstrations
 from train.lora import AdapterOff
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
 
 def encode(
     tokenizer: PreTrainedTokenizerBase, system_prompt: str | None, messages: Sequence[dict[str, str]]
-) -> dict[str, list[Any]]:
+) -> TokenSequence:
     """A demonstration as token ids under the chat template (``ids``) with ``loss_mask`` 1 on the tokens of
     each assistant turn (its end-of-turn token included, as the model must learn to stop) and 0 elsewhere."""
     from envs.chat import TemplatePrefixError, assistant_turns
@@ -58,7 +59,7 @@ def encode(
             )
         mask += [0] * (len(prompt) - len(ids)) + [1] * len(turn)
         ids = prompt + turn
-    return {"ids": ids, "loss_mask": mask, "logprobs": [0.0] * len(ids)}
+    return TokenSequence(ids, mask, [0.0] * len(ids))
 
 
 def is_complete(run: RunFolder) -> bool:
@@ -69,7 +70,7 @@ def is_complete(run: RunFolder) -> bool:
 def imitate(
     model: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
-    sequences: Sequence[dict[str, list[Any]]],
+    sequences: Sequence[TokenSequence],
     cfg: WarmStartConfig,
     accelerator: Accelerator,
     seed: int,
@@ -107,7 +108,7 @@ def imitate(
         for start in range(0, len(mine), cfg.batch_size):
             # micro-batches of similar lengths: less padding, the same step
             rows = sorted(
-                (sequences[i] for i in mine[start : start + cfg.batch_size]), key=lambda r: len(r["ids"])
+                (sequences[i] for i in mine[start : start + cfg.batch_size]), key=lambda r: len(r.ids)
             )
             loss_sum = _accumulate(model, rows, cfg.micro_batch_size, accelerator, pad, logits_chunk_tokens)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
@@ -122,7 +123,7 @@ def imitate(
 
 
 def _statistics(
-    sequences: Sequence[dict[str, list[Any]]],
+    sequences: Sequence[TokenSequence],
     epochs: int,
     steps: int,
     epoch_losses: list[float],
@@ -136,8 +137,8 @@ def _statistics(
         "epochs": epochs,
         "steps": steps,
         "epoch_loss": epoch_losses,
-        "tokens": sum(len(s["ids"]) for s in sequences),
-        "trained_tokens": sum(sum(s["loss_mask"]) for s in sequences),
+        "tokens": sum(len(s.ids) for s in sequences),
+        "trained_tokens": sum(sum(s.loss_mask) for s in sequences),
         "seconds": seconds,
         "final_perplexity": math.exp(epoch_losses[-1]) if epoch_losses else math.nan,
     }
@@ -145,7 +146,7 @@ def _statistics(
 
 def _accumulate(
     model: torch.nn.Module,
-    rows: list[dict[str, list[Any]]],
+    rows: list[TokenSequence],
     micro_batch_size: int,
     accelerator: Accelerator,
     pad: int,
@@ -153,17 +154,15 @@ def _accumulate(
 ) -> float:
     """The gradients of one optimiser step over ``rows``, in micro-batches: the mean cross-entropy over all
     their assistant tokens (each micro-batch's sum divided by the step's token count). Returns the loss."""
-    from rubrics.types import TokenSequence
     from train.batching import collate
     from train.distributed import backward
     from train.forward import forward_logprobs
 
-    tokens = sum(sum(r["loss_mask"]) for r in rows)
+    tokens = sum(sum(r.loss_mask) for r in rows)
     loss_sum = 0.0
     for m in range(0, len(rows), micro_batch_size):
         part = rows[m : m + micro_batch_size]
-        rows_B = [TokenSequence(r["ids"], r["loss_mask"], r["logprobs"]) for r in part]
-        batch = collate(rows_B, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
+        batch = collate(part, [0.0] * len(part), [False] * len(part), pad).to(accelerator.device)
         logprobs_BT, _ = forward_logprobs(model, batch, 1.0, entropy=False, chunk_tokens=chunk)  # [B, T]
         loss = -(logprobs_BT * batch.loss_mask_BT).sum() / tokens
         backward(accelerator, loss, m + micro_batch_size >= len(rows))
@@ -195,7 +194,7 @@ def load_into(module: torch.nn.Module, folder: Path) -> None:
 
 def run_warm_start(
     cfg: TrainConfig,
-    accelerator: Accelerator,
+    run: RunFolder,
     policy: Policy,
     env: Environment,
     held_out: list[str],
@@ -205,7 +204,7 @@ def run_warm_start(
     result, and make it the KL reference. A finished one in the run folder is loaded instead of run again;
     a resumed run (``start_step > 0``) has its policy from the checkpoint and takes only the reference from
     it."""
-    run = RunFolder(Path(cfg.logging.output_dir))
+    accelerator = policy.accelerator
     folder = run.warm_start
     unwrapped = accelerator.unwrap_model(policy.model)
     if is_complete(run):

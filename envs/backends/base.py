@@ -16,7 +16,10 @@ import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from envs.backends.decode import DecodeStats
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,18 @@ class TrainingBackend(InferenceBackend, Protocol):
         (a colocated engine's sleep mode); the next sync or request takes it again."""
         ...
 
+    @property
+    def decode_stats(self) -> DecodeStats | None:
+        """The counters of the backend's own decode loops (forwards, rows, host syncs), cumulative; None for
+        a backend that decodes elsewhere (a vLLM engine or server)."""
+        ...
+
+    @property
+    def sync_stats(self) -> dict[str, float]:
+        """What the latest ``sync_weights`` sent (``sync/bytes``, ...), as metrics; empty when it sent
+        nothing."""
+        ...
+
     async def check_sync(self, weights: WeightSource, tokenizer: Any) -> None:
         """Raise if generation does not follow the policy's weights. Every process calls it."""
         ...
@@ -191,6 +206,16 @@ class InProcessWeights:
     def release(self) -> None:
         """Nothing to give back: generation holds no memory of its own between steps."""
         return None
+
+    @property
+    def decode_stats(self) -> DecodeStats | None:
+        """No decode loop of its own to count (a subclass that has one says so)."""
+        return None
+
+    @property
+    def sync_stats(self) -> dict[str, float]:
+        """Nothing is sent."""
+        return {}
 
 
 def sync_check_prompt(tokenizer: Any) -> list[int]:

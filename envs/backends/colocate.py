@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.backends.base import (
     BackendError,
@@ -56,6 +56,9 @@ from envs.backends.base import (
     sync_check_prompt,
 )
 from envs.models.adapters import is_adapted, merged_weights
+
+if TYPE_CHECKING:
+    from envs.backends.decode import DecodeStats
 
 ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_GAP = 0.5
@@ -244,6 +247,7 @@ class ColocatedVllmBackend:
         self.weight_version = 0
         """The optimiser step whose weights the engine holds (stamped on every request when it is added)."""
         self.sync_stats: dict[str, float] = {}
+        self.decode_stats: DecodeStats | None = None  # the engine decodes: no loop of ours to count
         """What the last ``sync_weights`` did: ``sync/bytes`` handed over and ``sync/load_s``, the seconds from
         the first tensor read (gathered, or merged with its adapter) to the last loaded; the trainer logs it."""
         self.asleep = False

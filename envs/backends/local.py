@@ -73,8 +73,10 @@ class LocalBackend:
         """Prefill each distinct prompt of a batch once and share its KV cache (see ``_shared_prefill``)."""
         self.lock = threading.Lock()
         """Held while generating; the trainer holds it while it updates the weights."""
-        self.stats = DecodeStats()
+        self.decode_stats = DecodeStats()
         """What the decode loops did so far (forwards, rows per forward); the trainer logs it per step."""
+        self.sync_stats: dict[str, float] = {}
+        """Nothing is sent: generation reads the policy itself."""
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -193,8 +195,8 @@ class LocalBackend:
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             if cache is not None:
-                self.stats.prefills += 1
-            generated, logprobs = decode(self.model, input_ids, attention_mask, cache, how, self.stats)
+                self.decode_stats.prefills += 1
+            generated, logprobs = decode(self.model, input_ids, attention_mask, cache, how, self.decode_stats)
             version = self.weight_version  # the weights cannot change while the lock is held
         generated, logprobs = generated.cpu(), logprobs.cpu()  # [rows, steps]
         samples = [  # a row's tokens past its own max_tokens are padding

@@ -37,7 +37,7 @@ import itertools
 import math
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -47,6 +47,9 @@ from envs.models.adapters import is_adapted
 from envs.serving.adapters import AdapterSync
 from envs.serving.server import normalize_base_url
 from envs.serving.weights import push_weights
+
+if TYPE_CHECKING:
+    from envs.backends.decode import DecodeStats
 
 
 class _RetryableError(Exception):
@@ -120,6 +123,7 @@ class VllmBackend:
         self.adapters = AdapterSync(self.base_urls, max(self.timeout_s, 300.0), prefix=adapter_prefix)
         """A LoRA policy's adapters on the servers; requests name the current one (else ``model``)."""
         self.sync_stats: dict[str, float] = {}
+        self.decode_stats: DecodeStats | None = None  # the engine decodes: no loop of ours to count
         """What the last ``sync_weights`` sent (``sync/bytes``) and how long writing (``sync/save_s``) and
         loading it on the servers (``sync/load_s``) took; the trainer logs it with each step."""
         self._rotation = itertools.count()

@@ -119,25 +119,11 @@ class LLMRequirementJudge:
             self._client = LLMJudgeClient.from_endpoint(self.endpoint)
         return self._client
 
-    # ``envs.build`` points a loaded rubric's judge at the run config's ``env.judge_base_url`` and
-    # ``env.judge_model`` by assigning these two
-    @property
-    def base_url(self) -> str:
-        """The endpoint's root."""
-        return self.endpoint.base_url
-
-    @base_url.setter
-    def base_url(self, value: str) -> None:
-        self.endpoint, self._client = self.endpoint.replaced(base_url=value), None
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self.endpoint.model
-
-    @model.setter
-    def model(self, value: str) -> None:
-        self.endpoint, self._client = self.endpoint.replaced(model=value), None
+    def retarget(self, **settings: Any) -> None:
+        """Point this judge at another endpoint: ``settings`` replace the endpoint's fields (``base_url``,
+        ``model``, ...; ``JudgeEndpoint.replaced``); the client is made anew on next use. ``envs.build`` uses
+        it for the run config's ``env.judge_base_url`` and ``env.judge_model``."""
+        self.endpoint, self._client = self.endpoint.replaced(**settings), None
 
     def cannot_answer(self, requirement: Requirement) -> str | None:
         return None

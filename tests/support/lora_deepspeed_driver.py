@@ -50,7 +50,7 @@ def batch(rank: int, step: int) -> Any:
 def main(model_dir: str, out: str, phase: str) -> None:
     from safetensors.torch import save_file
 
-    from train.checkpoint import load_latest, save_checkpoint
+    from train.checkpoint import TrainerState, load_latest, save_checkpoint
     from train.distributed import make_accelerator
     from train.lora import AdapterOff, gathered
     from train.policy import load_policy
@@ -76,7 +76,7 @@ def main(model_dir: str, out: str, phase: str) -> None:
     first = 1
     if phase == "resume":
         saved = load_latest(accelerator, RunFolder(Path(out)))
-        assert saved is not None and saved["step"] == 2, saved
+        assert saved is not None and saved.step == 2, saved
         first = 3
     rank = accelerator.process_index
     for step in range(first, 4):
@@ -90,13 +90,12 @@ def main(model_dir: str, out: str, phase: str) -> None:
             policy.scheduler,
         )
         if phase == "train" and step == 2:
-            save_checkpoint(accelerator, RunFolder(Path(out)), step, {})
+            save_checkpoint(accelerator, RunFolder(Path(out)), TrainerState(step))
         if phase == "train" and step == 3:  # the final checkpoint, in a folder of its own
             save_checkpoint(
                 accelerator,
                 RunFolder(Path(out) / "final"),
-                step,
-                {},
+                TrainerState(step),
                 model=policy.model,
                 tokenizer=policy.tokenizer,
             )

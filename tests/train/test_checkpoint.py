@@ -20,7 +20,7 @@ pytest.importorskip("accelerate")
 import numpy as np  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
-from train.checkpoint import latest_checkpoint, load_latest, save_checkpoint  # noqa: E402
+from train.checkpoint import TrainerState, latest_checkpoint, load_latest, save_checkpoint  # noqa: E402
 from train.run_folder import RunFolder  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +76,8 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     _train(acc, model, opt, sched, 3)
     data_rng = random.Random(7)
     data_rng.random()
-    extra = {"cursor": 6, "epoch": 0, "rng": _json_rng_state(data_rng), "wandb_run_id": "abc123"}
-    path = save_checkpoint(acc, RunFolder(tmp_path), 3, extra)
+    cursor = {"position": 6, "epoch": 0, "rng": _json_rng_state(data_rng)}
+    path = save_checkpoint(acc, RunFolder(tmp_path), TrainerState(3, cursor, "abc123"))
     assert path == tmp_path / "checkpoints" / "step_000003"
     draws_a = (torch.rand(5), random.random(), float(np.random.rand()), data_rng.random())
     _train(acc, model, opt, sched, 3)
@@ -87,10 +87,10 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     acc_b, model_b, opt_b, sched_b = _build(123)
     state = load_latest(acc_b, RunFolder(tmp_path))
     assert state is not None
-    assert state["step"] == 3
-    assert state == {**json.loads(json.dumps(extra)), "step": 3, "path": str(path)}
+    assert state == TrainerState(3, json.loads(json.dumps(cursor)), "abc123") and state.path == path
+    assert state.cursor is not None
     rng_b = random.Random()
-    version, internal, gauss = state["rng"]
+    version, internal, gauss = state.cursor["rng"]
     rng_b.setstate((version, tuple(internal), gauss))
     draws_b = (torch.rand(5), random.random(), float(np.random.rand()), rng_b.random())
     assert torch.equal(draws_a[0], draws_b[0])
@@ -112,17 +112,17 @@ def test_no_checkpoint_returns_none(tmp_path: Path) -> None:
 def test_keep_last_prunes_old_checkpoints(tmp_path: Path) -> None:
     acc, *_ = _build(0)
     for step in (1, 2, 3, 4):
-        save_checkpoint(acc, RunFolder(tmp_path), step, {"cursor": step})
+        save_checkpoint(acc, RunFolder(tmp_path), TrainerState(step, {"position": step}))
     root = tmp_path / "checkpoints"
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step_000003", "step_000004"]
     assert (root / "latest").read_text().strip() == "step_000004"
-    save_checkpoint(acc, RunFolder(tmp_path), 5, {}, keep_last=1)
+    save_checkpoint(acc, RunFolder(tmp_path), TrainerState(5), keep_last=1)
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step_000005"]
 
 
 def test_leftover_tmp_and_bad_pointer_are_ignored(tmp_path: Path) -> None:
     acc, *_ = _build(0)
-    save_checkpoint(acc, RunFolder(tmp_path), 2, {"cursor": 2})
+    save_checkpoint(acc, RunFolder(tmp_path), TrainerState(2, {"position": 2}))
     root = tmp_path / "checkpoints"
     # A save killed before its rename: even with a trainer_state.json inside, a .tmp folder never counts.
     debris = root / "step_000009.tmp"
@@ -130,35 +130,33 @@ def test_leftover_tmp_and_bad_pointer_are_ignored(tmp_path: Path) -> None:
     (debris / "trainer_state.json").write_text('{"step": 9, "extra": {}}')
     assert latest_checkpoint(RunFolder(tmp_path)) == root / "step_000002"
     state = load_latest(acc, RunFolder(tmp_path))
-    assert state is not None and state["step"] == 2
+    assert state is not None and state.step == 2
 
     # A pointer to a folder that is gone: fall back to the newest complete checkpoint.
     (root / "latest").write_text("step_000007\n")
     assert latest_checkpoint(RunFolder(tmp_path)) == root / "step_000002"
 
     # The next save clears the debris.
-    save_checkpoint(acc, RunFolder(tmp_path), 3, {})
+    save_checkpoint(acc, RunFolder(tmp_path), TrainerState(3))
     assert not debris.exists()
     assert latest_checkpoint(RunFolder(tmp_path)) == root / "step_000003"
 
 
 def test_saving_the_same_step_again_replaces_it(tmp_path: Path) -> None:
     acc, *_ = _build(0)
-    save_checkpoint(acc, RunFolder(tmp_path), 4, {"cursor": 1})
-    save_checkpoint(acc, RunFolder(tmp_path), 4, {"cursor": 2})
+    save_checkpoint(acc, RunFolder(tmp_path), TrainerState(4, {"position": 1}))
+    save_checkpoint(acc, RunFolder(tmp_path), TrainerState(4, {"position": 2}))
     state = load_latest(acc, RunFolder(tmp_path))
-    assert state is not None and state["cursor"] == 2
+    assert state is not None and state.cursor == {"position": 2}
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step_000004"]
 
 
-def test_bad_extra_fails_before_writing(tmp_path: Path) -> None:
+def test_a_cursor_that_is_not_json_fails_before_writing(tmp_path: Path) -> None:
     acc, *_ = _build(0)
     with pytest.raises(ValueError):
-        save_checkpoint(acc, RunFolder(tmp_path), 1, {"loss": float("nan")})
+        save_checkpoint(acc, RunFolder(tmp_path), TrainerState(1, {"loss": float("nan")}))
     with pytest.raises(TypeError):
-        save_checkpoint(acc, RunFolder(tmp_path), 1, {"tensor": torch.zeros(1)})
-    with pytest.raises(ValueError, match="reserved"):
-        save_checkpoint(acc, RunFolder(tmp_path), 1, {"step": 1})
+        save_checkpoint(acc, RunFolder(tmp_path), TrainerState(1, {"tensor": torch.zeros(1)}))
     assert not (tmp_path / "checkpoints").exists()
 
 
@@ -168,7 +166,7 @@ def _child_main(mode: str, run_dir: str, out: str) -> None:
     if mode == "kill":
         acc, model, opt, sched = _build(0)
         _train(acc, model, opt, sched, 3)
-        save_checkpoint(acc, RunFolder(Path(run_dir)), 3, {"cursor": 3})
+        save_checkpoint(acc, RunFolder(Path(run_dir)), TrainerState(3, {"position": 3}))
         _train(acc, model, opt, sched, 3)
         save_state = acc.save_state
 
@@ -177,11 +175,11 @@ def _child_main(mode: str, run_dir: str, out: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
         acc.save_state = save_state_then_die
-        save_checkpoint(acc, RunFolder(Path(run_dir)), 6, {"cursor": 6})
+        save_checkpoint(acc, RunFolder(Path(run_dir)), TrainerState(6, {"position": 6}))
         raise AssertionError("unreachable: SIGKILL above")
     acc, model, opt, sched = _build(123)
     state = load_latest(acc, RunFolder(Path(run_dir)))
-    assert state is not None and state["step"] == 3, state
+    assert state is not None and state.step == 3, state
     _train(acc, model, opt, sched, 3)
     torch.save(_weights(model), out)
 
@@ -221,7 +219,7 @@ def test_final_checkpoint_holds_a_plain_model(tmp_path: Path, tiny_model_dir: Pa
     acc.backward(model(input_ids=ids_BT, labels=ids_BT).loss)
     optimizer.step()
 
-    path = save_checkpoint(acc, RunFolder(tmp_path), 1, {}, model=model, tokenizer=tokenizer)
+    path = save_checkpoint(acc, RunFolder(tmp_path), TrainerState(1), model=model, tokenizer=tokenizer)
     plain = path / "model"
     assert (plain / "config.json").is_file() and (plain / "model.safetensors").is_file()
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(plain)

@@ -201,14 +201,18 @@ def test_checkpoints_hold_the_adapter_and_the_final_model_is_merged(
     from accelerate import Accelerator
 
     from envs.models.loading import load_causal_lm
-    from train.checkpoint import load_latest, save_checkpoint
+    from train.checkpoint import TrainerState, load_latest, save_checkpoint
     from train.policy import load_policy
     from train.run_folder import RunFolder
 
     cfg, accelerator, policy = _policy(tiny_model_dir, tmp_path, "optim.learning_rate=0.05")
     _step(cfg, accelerator, policy)
     final = save_checkpoint(
-        accelerator, RunFolder(tmp_path / "run"), 1, {}, model=policy.model, tokenizer=policy.tokenizer
+        accelerator,
+        RunFolder(tmp_path / "run"),
+        TrainerState(1),
+        model=policy.model,
+        tokenizer=policy.tokenizer,
     )
 
     assert (final / "adapter" / "adapter_config.json").is_file()

@@ -14,6 +14,7 @@ pytest.importorskip("wandb")
 
 from train.config import LoggingConfig
 from train.metrics_log import RunLogger, wandb_mode
+from train.run_folder import RunFolder
 
 
 class _Sink:
@@ -74,7 +75,7 @@ def test_offline_run_logs_locally_and_never_the_network(tmp_path: Path, sink: _S
     out = tmp_path / "run"
     # Online is asked for, but no key is configured: the run stays offline.
     cfg = LoggingConfig(output_dir=str(out), wandb_mode="online", run_name="t")
-    logger = RunLogger(cfg, {"seed": 0, "loss": {"beta": 0.0}})
+    logger = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {"seed": 0, "loss": {"beta": 0.0}})
     assert logger.mode == "offline"
     logger.log(1, {"reward/mean": 0.25, "reward/std": 0.5})
     logger.log(2, {"reward/mean": 0.5, "policy/kl": float("nan")})
@@ -98,10 +99,10 @@ def test_offline_run_logs_locally_and_never_the_network(tmp_path: Path, sink: _S
 
 def test_resume_keeps_the_run_id_and_appends(tmp_path: Path, sink: _Sink) -> None:
     cfg = LoggingConfig(output_dir=str(tmp_path / "run"))
-    first = RunLogger(cfg, {})
+    first = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {})
     first.log(1, {"reward/mean": 0.1})
     first.finish()
-    second = RunLogger(cfg, {}, resume_run_id=first.run_id)
+    second = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {}, resume_run_id=first.run_id)
     assert second.run_id == first.run_id
     second.log(2, {"reward/mean": 0.2})
     second.finish()
@@ -111,7 +112,7 @@ def test_resume_keeps_the_run_id_and_appends(tmp_path: Path, sink: _Sink) -> Non
 
 def test_disabled_wandb_still_writes_jsonl(tmp_path: Path, sink: _Sink) -> None:
     cfg = LoggingConfig(output_dir=str(tmp_path / "run"), wandb_mode="disabled")
-    logger = RunLogger(cfg, {})
+    logger = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {})
     assert logger.mode == "disabled"
     logger.log(1, {"reward/mean": 1.0})
     logger.finish()
@@ -121,7 +122,7 @@ def test_disabled_wandb_still_writes_jsonl(tmp_path: Path, sink: _Sink) -> None:
 
 def test_non_main_process_logs_nothing(tmp_path: Path, sink: _Sink) -> None:
     cfg = LoggingConfig(output_dir=str(tmp_path / "run"))
-    logger = RunLogger(cfg, {}, resume_run_id="abc", enabled=False)
+    logger = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {}, resume_run_id="abc", enabled=False)
     assert logger.run_id == "abc"
     logger.log(1, {"reward/mean": 1.0})
     logger.log_samples(1, [{"prompt": "p"}])
@@ -174,7 +175,7 @@ def test_disabled_wandb_is_never_imported(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` now raises ImportError
     cfg = LoggingConfig(output_dir=str(tmp_path / "run"), wandb_mode="disabled")
-    logger = RunLogger(cfg, {"seed": 0})
+    logger = RunLogger(cfg, RunFolder(Path(cfg.output_dir)), {"seed": 0})
     logger.log(1, {"reward/mean": 0.5})
     logger.log_samples(1, [{"reward": 0.5, "completion": "hi"}])
     logger.finish()

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("torch")  # the orchestrator seeds torch's sampling per step
 
+from envs.backends.base import InProcessWeights
 from envs.rollout import ScoredRollout
 from rubrics import Rubric
 from rubrics.types import Rollout, State
@@ -56,6 +57,16 @@ class FakeEnv:
         return example.get("stratum")
 
 
+class NoBackend(InProcessWeights):
+    """The fake environment samples nothing: a backend that is never asked."""
+
+    async def generate(self, prompt_ids: list[int], params: Any) -> list[Any]:
+        raise AssertionError("the fake environment never generates")
+
+    async def close(self) -> None:
+        return None
+
+
 def _orchestrator(
     examples: list[dict[str, Any]],
     prompts_per_step: int,
@@ -65,7 +76,7 @@ def _orchestrator(
     env = FakeEnv()
     orch = Orchestrator(
         env,  # type: ignore[arg-type]
-        backend=None,  # type: ignore[arg-type]
+        backend=NoBackend(),
         examples=examples,
         prompts_per_step=prompts_per_step,
         group_size=4,
@@ -121,7 +132,7 @@ def test_a_restored_cursor_continues_the_uninterrupted_sequence() -> None:
 
 def _from_config(sampler: str, examples: list[dict[str, Any]], cursor: Any = None) -> Orchestrator:
     cfg = TrainConfig.model_validate({"rollout": {"sampler": sampler, "prompts_per_step": 2}})
-    return Orchestrator.from_config(cfg, FakeEnv(), None, examples, 7, cursor)  # type: ignore[arg-type]
+    return Orchestrator.from_config(cfg, FakeEnv(), NoBackend(), examples, 7, cursor)  # type: ignore[arg-type]
 
 
 def test_the_balanced_sampler_takes_one_example_of_each_stratum_a_step_and_logs_the_shares() -> None:

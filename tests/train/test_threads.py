@@ -28,14 +28,15 @@ class _Orchestrator:
     def produce(self, step: int, policy_version: int) -> Any:
         self.requests.append((step, policy_version))
         self.cursor.taken += 1
+        cursor, shares = (
+            self.cursor.state(),
+            {"share/a": self.cursor.taken / 10},
+        )  # taken now, as the real one
 
-        async def rollouts() -> tuple[int, int, str]:
-            return step, policy_version, threading.current_thread().name
+        async def rollouts() -> tuple[int, int, str, dict[str, Any], dict[str, float]]:
+            return step, policy_version, threading.current_thread().name, cursor, shares
 
         return rollouts()
-
-    def shares(self) -> dict[str, float]:
-        return {"share/a": self.cursor.taken / 10}
 
 
 def test_prefetch_requests_steps_ahead_with_the_cursor_of_their_request() -> None:
@@ -44,13 +45,13 @@ def test_prefetch_requests_steps_ahead_with_the_cursor_of_their_request() -> Non
         prefetch = Prefetch(orchestrator, loop, ahead=1, max_steps=3)  # type: ignore[arg-type]
         # step 0 asks for steps 0 and 1, both with the weights of 0 optimiser steps; the cursor a checkpoint
         # of step 0 holds is the one right after step 0's examples were taken (1 taken), not after step 1's
-        assert prefetch.take(0) == ((0, 0, "rollouts"), {"taken": 1}, {"share/a": 0.1})
+        assert prefetch.take(0) == (0, 0, "rollouts", {"taken": 1}, {"share/a": 0.1})
         assert orchestrator.requests == [(0, 0), (1, 0)]
         # step 1 was already asked for (with version 0: one step off-policy); step 2 is asked for now
-        assert prefetch.take(1) == ((1, 0, "rollouts"), {"taken": 2}, {"share/a": 0.2})
+        assert prefetch.take(1) == (1, 0, "rollouts", {"taken": 2}, {"share/a": 0.2})
         assert orchestrator.requests == [(0, 0), (1, 0), (2, 1)]
         # nothing past max_steps is asked for
-        assert prefetch.take(2) == ((2, 1, "rollouts"), {"taken": 3}, {"share/a": 0.3})
+        assert prefetch.take(2) == (2, 1, "rollouts", {"taken": 3}, {"share/a": 0.3})
         assert orchestrator.requests == [(0, 0), (1, 0), (2, 1)]
     finally:
         loop.close()

@@ -82,9 +82,9 @@ def test_only_the_assistant_turns_are_trained_and_the_tokens_are_the_templates(t
     messages = load_demonstrations(DEMOS)[0].messages
     seq = encode(tokenizer, "Be an EMT.", messages)
     full = [{"role": "system", "content": "Be an EMT."}, *messages]
-    assert seq["ids"] == chat_ids(tokenizer, full, add_generation_prompt=False)  # what a rollout holds
+    assert seq.ids == chat_ids(tokenizer, full, add_generation_prompt=False)  # what a rollout holds
     spans, current = [], []
-    for token, keep in zip(seq["ids"], seq["loss_mask"], strict=True):
+    for token, keep in zip(seq.ids, seq.loss_mask, strict=True):
         if keep:
             current.append(token)
         elif current:
@@ -177,8 +177,8 @@ def test_a_run_with_a_warm_start_evaluates_it_reports_it_and_reuses_it(
     seen = {}
     real = trainer_module.run_warm_start
 
-    def spy(cfg, accelerator, policy, env, held, start):
-        real(cfg, accelerator, policy, env, held, start)
+    def spy(cfg, run, policy, env, held, start):
+        real(cfg, run, policy, env, held, start)
         seen["start"], seen["ref"] = start, policy.ref_model
 
     monkeypatch.setattr(trainer_module, "run_warm_start", spy)

@@ -139,8 +139,10 @@ def test_requests_with_different_budgets_share_one_batch_and_stop_at_their_own(t
         return [len(g[0].completion_ids) for g in groups]
 
     assert asyncio.run(run()) == [3, 7, 5]
-    assert backend.stats.batches == 1 and backend.stats.forwards == 7  # the longest row's tokens
-    assert backend.stats.live_rows == 3 + 7 + 5  # every row counted while it was live
+    assert (
+        backend.decode_stats.batches == 1 and backend.decode_stats.forwards == 7
+    )  # the longest row's tokens
+    assert backend.decode_stats.live_rows == 3 + 7 + 5  # every row counted while it was live
 
 
 def test_rollouts_reprompted_after_judging_decode_in_one_batch(tiny_model_dir: Path) -> None:
@@ -164,7 +166,7 @@ def test_rollouts_reprompted_after_judging_decode_in_one_batch(tiny_model_dir: P
         await backend.close()
 
     asyncio.run(run())
-    assert backend.stats.batches == 2 and backend.stats.rows == 2 * 6 * 4
+    assert backend.decode_stats.batches == 2 and backend.decode_stats.rows == 2 * 6 * 4
 
 
 def test_keys_in_place_match_concatenation_and_fall_back_out_of_room() -> None:

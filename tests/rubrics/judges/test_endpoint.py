@@ -43,7 +43,7 @@ def test_the_client_takes_every_setting_of_its_endpoint() -> None:
 def test_a_multistep_llm_judge_holds_its_endpoint_and_is_pointed_elsewhere_whole() -> None:
     judge = LLMRequirementJudge("llm", LOCAL_JUDGE.replaced(timeout_s=12.5))
     before = judge.client
-    judge.base_url = "http://judge-host:9000/v1"  # what envs.build does with env.judge_base_url
+    judge.retarget(base_url="http://judge-host:9000/v1")  # what envs.build does with env.judge_base_url
     assert judge.endpoint == LOCAL_JUDGE.replaced(base_url="http://judge-host:9000/v1", timeout_s=12.5)
     assert judge.client is not before and judge.client.base_url == "http://judge-host:9000/v1"
     assert judge.to_dict() == {
