@@ -20,7 +20,7 @@ from typing import Any
 
 from rubrics.advantages import GroupCredit, ReplyCredit, RolloutCredit
 from rubrics.intervals import cluster_of
-from rubrics.multistep.probe import Rollout as ProbeRollout
+from rubrics.multistep.probe import ProbeRollout
 from rubrics.types import CriteriaVerdicts, EvaluationResult, Messages, Rollout, TokenSequence, TrajectoryStep
 
 SCORING_FAILED = "reward_function"

@@ -14,7 +14,7 @@ from envs.evaluation import Evaluation
 from envs.rollout import ScoredRollout
 from rubrics.multistep.probe import (
     PolicyScore,
-    Rollout,
+    ProbeRollout,
     format_table,
     paired_difference,
     score_rollouts,
@@ -33,8 +33,8 @@ def model_score(name: str, evaluated: Sequence[ScoredRollout]) -> PolicyScore:
     return score_rollouts(name, rollouts, roots)
 
 
-def _healthy_rollouts(evaluated: Sequence[ScoredRollout]) -> list[Rollout]:
-    """The rollouts that did not fail (no error, a finite reward), as the probe's ``Rollout``s: the ones every
+def _healthy_rollouts(evaluated: Sequence[ScoredRollout]) -> list[ProbeRollout]:
+    """The rollouts that did not fail (no error, a finite reward), as the probe's ``ProbeRollout``s: the ones every
     statistic of the report is computed over, keyed by the same scenario names."""
     return [r.for_probe() for r in evaluated if r.healthy]
 

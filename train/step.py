@@ -189,12 +189,7 @@ def train_step(
     batch, plan = step_plan(batch, model, cfg)
     counts = step_counts(batch, len(plan.bounds), accelerator)
     if counts.micro_batches == 0:
-        with warnings.catch_warnings():
-            # The schedule counts trainer steps, so a step without an update moves it on purpose; torch warns
-            # that the first value of the schedule is then skipped, which here is what is meant.
-            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
-            scheduler.step()
-        return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
+        return _schedule_only(scheduler)
     sums: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)
     checked: list[Checked] = []  # logging.update_check
@@ -227,17 +222,33 @@ def train_step(
     if checked:
         out.update(update_check(model, checked, cfg))
     out["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
-    out["learning_rate"] = float(scheduler.get_last_lr()[0])
-    out["loss_tokens"] = counts.tokens
-    out["micro_batches"] = float(counts.micro_batches)
-    # model forward calls on this process: the policy's (two per shared prompt with ``optim.share_prefix``),
-    # and as many again for the reference with a KL term; old logprobs take none (one update per batch: they
-    # are the current ones, detached)
-    out["forwards"] = sums.pop("forward_calls") * (1 if ref_model is None else 2)
-    out["padded_tokens"] = sums.pop(
-        "padded_tokens"
-    )  # positions the policy's passes ran over, on this process
-    return out
+    return {**out, **_step_counters(sums, counts, scheduler, ref_model is not None)}
+
+
+def _schedule_only(scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, float]:
+    """A step with nothing to train on any process: only the schedule moves."""
+    with warnings.catch_warnings():
+        # The schedule counts trainer steps, so a step without an update moves it on purpose; torch warns
+        # that the first value of the schedule is then skipped, which here is what is meant.
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+        scheduler.step()
+    return {"skipped": 1.0, "learning_rate": float(scheduler.get_last_lr()[0])}
+
+
+def _step_counters(
+    sums: dict[str, float], counts: StepCounts, scheduler: torch.optim.lr_scheduler.LRScheduler, kl: bool
+) -> dict[str, float]:
+    """The step's learning rate, tokens, micro-batches, and the model forward calls on this process: the
+    policy's (two per shared prompt with ``optim.share_prefix``), as many again for the reference with a KL
+    term (``kl``); old logprobs take none (one update per batch: they are the current ones, detached). And the
+    positions the policy's passes ran over, on this process."""
+    return {
+        "learning_rate": float(scheduler.get_last_lr()[0]),
+        "loss_tokens": counts.tokens,
+        "micro_batches": float(counts.micro_batches),
+        "forwards": sums["forward_calls"] * (2 if kl else 1),
+        "padded_tokens": sums["padded_tokens"],
+    }
 
 
 Checked = tuple[TrainBatch, bool, "Sequence[PrefixCluster] | None", "torch.Tensor"]

@@ -26,8 +26,7 @@ from rubrics.criteria.autograders.mixed import RuleFirstGrader
 from rubrics.criteria.example import CriteriaExample
 from rubrics.criteria.tag_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
-from rubrics.multistep.probe import PolicyScore, score_rollouts
-from rubrics.multistep.probe import Rollout as ProbeRollout
+from rubrics.multistep.probe import PolicyScore, ProbeRollout, score_rollouts
 from rubrics.rubric import Rubric
 from rubrics.types import CriteriaVerdicts, CriterionVerdict, Messages, RewardWithMetrics, Rollout
 

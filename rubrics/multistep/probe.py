@@ -36,7 +36,7 @@ from rubrics.types import RequirementResult
 
 
 @dataclass(frozen=True)
-class Rollout:
+class ProbeRollout:
     """What the statistics need of one rollout: a scripted policy's (``play``), or a view of a model's
     evaluated rollout (``envs.rollout.ScoredRollout.for_probe``)."""
 
@@ -103,7 +103,7 @@ class PolicyScore:
         )
 
 
-def score_rollouts(policy: str, rollouts: Sequence[Rollout], roots: Sequence[str]) -> PolicyScore:
+def score_rollouts(policy: str, rollouts: Sequence[ProbeRollout], roots: Sequence[str]) -> PolicyScore:
     """The statistics of one policy's (or model's) rollouts; ``roots`` are the rubric's roots."""
     mean, ci = clustered_mean_ci([r.reward for r in rollouts], [r.scenario for r in rollouts])
     score = PolicyScore(policy, len(rollouts), len({r.scenario for r in rollouts}), mean, ci)
@@ -270,11 +270,11 @@ async def converse(
     return messages, walk
 
 
-async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int) -> Rollout:
+async def play(rubric: MultiStepRubric, scenario: Scenario, policy: Policy, max_turns: int) -> ProbeRollout:
     """One scripted rollout (``converse``), scored."""
     _, walk = await converse(rubric, scenario, policy, max_turns)
     result = walk.result
-    return Rollout(scenario.name, rubric.reward(result, scenario.answers), result.results)
+    return ProbeRollout(scenario.name, rubric.reward(result, scenario.answers), result.results)
 
 
 def scripted(replies: Sequence[str]) -> Policy:

@@ -15,7 +15,7 @@ from rubrics.intervals import clustered_mean_ci, t95
 from rubrics.multistep import BinaryRequirement, MultiStepRubric, Scenario
 from rubrics.multistep.probe import (
     PolicyScore,
-    Rollout,
+    ProbeRollout,
     majority_answers,
     paired_difference,
     probe,
@@ -112,8 +112,8 @@ def test_scored_rollouts_round_trip_and_count_scenarios_once() -> None:
     def safe(truth: float, correct: bool) -> list[RequirementResult]:
         return [RequirementResult("safe", 0, truth if correct else 1.0 - truth, truth, correct)]
 
-    rollouts = [Rollout("s1", 1.0, safe(1.0, True)), Rollout("s1", 0.0, safe(1.0, False))]
-    rollouts.append(Rollout("s2", 0.5, safe(0.0, True)))
+    rollouts = [ProbeRollout("s1", 1.0, safe(1.0, True)), ProbeRollout("s1", 0.0, safe(1.0, False))]
+    rollouts.append(ProbeRollout("s2", 0.5, safe(0.0, True)))
     row = score_rollouts("model", rollouts, ["safe"])
     assert (row.rollouts, row.scenarios) == (3, 2)
     assert row.root_accuracy == {"safe=0.0": (1, 1), "safe=1.0": (1, 2)}
