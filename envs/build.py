@@ -220,8 +220,8 @@ def _check_disjoint(cfg: EnvConfig, train: list[Scenario], held: list[Scenario],
     shared = [s.name or str(s.prompt)[:60] for s in held if str(s.prompt) in prompts]
     if shared:
         raise ValueError(
-            f"{where or f'env.eval_scenarios: {cfg.eval_scenarios}'}: {len(shared)} held-out scenario(s) also in "
-            f"env.scenarios (same prompt): {', '.join(shared[:5])}"
+            f"{where or f'env.eval_scenarios: {cfg.eval_scenarios}'}: {len(shared)} held-out scenario(s) "
+            f"also in env.scenarios (same prompt): {', '.join(shared[:5])}"
         )
 
 

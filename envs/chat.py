@@ -17,7 +17,8 @@ from rubrics.types import Messages
 
 
 class TemplatePrefixError(RuntimeError):
-    """The chat template does not extend the token stream the model saw; multi-turn training would be wrong."""
+    """The chat template does not extend the token stream the model saw; multi-turn training would be
+    wrong."""
 
 
 def chat_ids(tokenizer: Any, messages: Messages, add_generation_prompt: bool = True) -> list[int]:

@@ -32,7 +32,8 @@ class EnvConfig(Section):
     rubric: str = "configs/rubrics/first_responder.yaml"
     """Multi-step rubric YAML (``multistep``), or ``module:attribute`` of a Rubric (``single_turn``)."""
     scenarios: str = "configs/scenarios/first_responder.yaml"
-    """Scenario YAML/JSONL (``multistep``), or a ``rubric-grpo synth`` output folder (its ``scenarios.yaml``)."""
+    """Scenario YAML/JSONL (``multistep``), or a ``rubric-grpo synth`` output folder (its
+    ``scenarios.yaml``)."""
     data: str | None = None
     """JSONL of examples with ``prompt`` and optional ``answer`` (``single_turn``); a criteria dataset
     (``criteria``): JSONL, JSON, parquet, or a folder written by ``datasets`` or downloaded from a dataset
@@ -48,10 +49,10 @@ class EnvConfig(Section):
     """The LLM autograder of the criteria without a rule (``criteria``): one call per criterion, one call
     for all of a reply's criteria, or one 0-100 score for the whole rubric."""
     clip_reward: bool = True
-    """The reward of a criteria rollout (``criteria``): the seed formula's score, clipped to [0, 1] per rollout
-    (``true``), or HealthBench's per-example score, the points met over the positive points, unclipped, so
-    that a reply whose pitfalls outweigh what it earned scores below 0 (``false``). Rubrics without positive
-    points keep the all-negative rule either way (``docs/criteria_data.md``, Scores)."""
+    """The reward of a criteria rollout (``criteria``): the seed formula's score, clipped to [0, 1] per
+    rollout (``true``), or HealthBench's per-example score, the points met over the positive points,
+    unclipped, so that a reply whose pitfalls outweigh what it earned scores below 0 (``false``). Rubrics
+    without positive points keep the all-negative rule either way (``docs/criteria_data.md``, Scores)."""
     show_reference: bool = True
     """Show an example's reference answer to the LLM judge (``criteria``); never to the policy."""
     judge_concurrency: int = Field(32, ge=1)

@@ -78,8 +78,8 @@ class Example:
 
     @property
     def answer(self) -> Any:
-        """What a rollout's ``state["answer"]`` holds: the scenario's ground truth (``Scenario.answers``), ``""``
-        for a criteria example (its criteria stay with the environment), or the plain answer."""
+        """What a rollout's ``state["answer"]`` holds: the scenario's ground truth (``Scenario.answers``),
+        ``""`` for a criteria example (its criteria stay with the environment), or the plain answer."""
         if self.scenario is not None:
             return self.scenario.answers
         if self.criteria is not None:

@@ -51,9 +51,11 @@ class GroupAdvantages:
     """The advantages of one group of G rollouts of the same example."""
 
     advantages_G: list[float]
-    """[G] one advantage per rollout; 0.0 for errored rollouts (and, when scaled, for groups without signal)."""
+    """[G] one advantage per rollout; 0.0 for errored rollouts (and, when scaled, for groups without
+    signal)."""
     zero_variance: bool
-    """The healthy rewards have a std of at most ``ZERO_STD_ATOL`` (or there are fewer than two): no signal."""
+    """The healthy rewards have a std of at most ``ZERO_STD_ATOL`` (or there are fewer than two): no
+    signal."""
     healthy: int
     """Rollouts that were scored without error (the ones in the baseline)."""
     mean: float

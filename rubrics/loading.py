@@ -16,8 +16,9 @@ it is a ``ValueError``, so callers that catch ``ValueError`` keep working.
   nesting deeper than ``MAX_DEPTH`` and alias expansions beyond ``MAX_ALIAS_NODES`` nodes (a "billion
   laughs" file) are refused before anything walks the document; so are characters YAML forbids (a NUL
   byte), named with their line, and the ``!!set``, ``!!omap`` and ``!!pairs`` tags (no file of this project
-  holds a set: a list written as ``!!set {a, b}`` would lose its order and pass for a list). ``parse_yaml_document`` also returns the
-  line of every key and item, so later checks can name the line of the field they refuse.
+  holds a set: a list written as ``!!set {a, b}`` would lose its order and pass for a list).
+  ``parse_yaml_document`` also returns the line of every key and item, so later checks can name the line of
+  the field they refuse.
 
 How to write a message: see ``rubrics.error_text`` (``show``, ``field_path``, ``schema_problem``);
 ``schema_error`` turns the first failure of a pydantic schema check into that shape.

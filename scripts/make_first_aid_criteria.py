@@ -74,13 +74,17 @@ LOOP = {
     "requirement": "Repeats the same run of six or more words, or of four words three times (a loop)",
     "tags": ["axis:health"],
     "rule": {
-        "regex": r"\b(\w+(?:\W+\w+){5})\b[\s\S]{0,1500}?\b\1\b|\b(\w+(?:\W+\w+){3})\b(?:[\s\S]{0,600}?\b\2\b){2}"
+        "regex": r"\b(\w+(?:\W+\w+){5})\b[\s\S]{0,1500}?\b\1\b"
+        r"|\b(\w+(?:\W+\w+){3})\b(?:[\s\S]{0,600}?\b\2\b){2}"
     },
 }
 STUFF = {
     "name": "no_keyword_stuffing",
     "weight": -8,
-    "requirement": "Strings six or more short comma-separated fragments together instead of explaining (keyword stuffing)",
+    "requirement": (
+        "Strings six or more short comma-separated fragments together instead of explaining "
+        "(keyword stuffing)"
+    ),
     "tags": ["axis:health"],
     "rule": {"regex": r"(?:[^,.;:!?\n]{1,30},\s*){5,}"},
 }
@@ -92,7 +96,8 @@ PAD = {
     "rule": {"regex": r"^[\s\S]{1200,}$"},
 }
 TRAIN_CONDITIONS = {
-    # theme: (key phrases, key requirement, second phrases, second requirement, danger phrases, danger requirement, prompts)
+    # theme: (key phrases, key requirement, second phrases, second requirement, danger phrases,
+    # danger requirement, prompts)
     "burns": (
         ["cool water", "cold water", "running water", "under the tap", "cool the burn", "run it under water"],
         "Cool the burn under cool running water",

@@ -1,8 +1,9 @@
 """The rollout backend of a run, and the trainer's side of weight sync.
 
 ``rollout_backend`` builds a run's backend with ``envs.build.make_backend``, the one backend factory, and
-the options its kind gives (``train.backend_kinds``, the one place that reads ``rollout.backend``). The trainer sees only the ``envs.backends.base.TrainingBackend`` protocol
-(generation, the thread and lock its torch work shares, ``sync_weights``, ``check_sync``, ``close``).
+the options its kind gives (``train.backend_kinds``, the one place that reads ``rollout.backend``). The
+trainer sees only the ``envs.backends.base.TrainingBackend`` protocol (generation, the thread and lock its
+torch work shares, ``sync_weights``, ``check_sync``, ``close``).
 ``PolicyWeights`` is the policy as a backend sees it when the weights change: the unwrapped module, the full
 state dict gathered from the shards, the main process.
 """
@@ -66,8 +67,8 @@ def rollout_backend(
 ) -> TrainingBackend:
     """The backend ``cfg.rollout`` names, built by ``envs.build.make_backend`` around ``policy`` (the
     unwrapped module) and its tokenizer with the options its kind gives (``train.backend_kinds``);
-    ``adapter_prefix`` names a LoRA run's adapters on vLLM servers; ``executor``: the run's torch thread, where
-    a local backend samples and a colocated engine runs."""
+    ``adapter_prefix`` names a LoRA run's adapters on vLLM servers; ``executor``: the run's torch thread,
+    where a local backend samples and a colocated engine runs."""
     from train.memory_check import make_setup
     from train.memory_plan import read_shapes
 

@@ -125,8 +125,9 @@ class ColocateKind(BackendKind):
     name = "vllm_colocate"
 
     def engine_dtype(self, cfg: TrainConfig, setup: Any) -> str:
-        """``rollout.colocate.dtype`` resolved as the engine resolves it (``envs.backends.colocate.engine_dtype``):
-        ``auto`` is bfloat16 on a GPU and on a CPU that computes it natively, float32 on other CPUs."""
+        """``rollout.colocate.dtype`` resolved as the engine resolves it
+        (``envs.backends.colocate.engine_dtype``): ``auto`` is bfloat16 on a GPU and on a CPU that computes it
+        natively, float32 on other CPUs."""
         from train.distributed import cpu_has_native_bf16
 
         dtype = cfg.rollout.colocate.dtype
@@ -178,13 +179,13 @@ class ColocateKind(BackendKind):
 
         if importlib.util.find_spec("vllm") is None:
             raise ValueError(
-                "rollout.backend: 'vllm_colocate' runs vLLM in this process, and vLLM is not installed in this "
-                "environment: run ./install.sh --with-vllm, or use backend 'local'"
+                "rollout.backend: 'vllm_colocate' runs vLLM in this process, and vLLM is not installed in "
+                "this environment: run ./install.sh --with-vllm, or use backend 'local'"
             )
         if cfg.model.lora is not None and launched_zero_stage() == 3:
             raise ValueError(
-                "rollout.backend: 'vllm_colocate' does not take a LoRA policy under DeepSpeed ZeRO-3 yet (its "
-                "adapter's merge would read sharded weights); use ZeRO-2, or full weights"
+                "rollout.backend: 'vllm_colocate' does not take a LoRA policy under DeepSpeed ZeRO-3 yet "
+                "(its adapter's merge would read sharded weights); use ZeRO-2, or full weights"
             )
 
     def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:

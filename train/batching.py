@@ -16,9 +16,10 @@ def collate(
     pad_token_id: int,
     mask_truncated: bool = False,
 ) -> TrainBatch:
-    """Right-pad token sequences (their ``ids``, ``loss_mask`` and ``logprobs``) into one batch. Each sequence's
-    advantage is one number for all its tokens, or one per token (credit per reply). With ``mask_truncated``
-    the loss mask of a truncated sequence is all 0 (TRL's ``mask_truncated_completions``)."""
+    """Right-pad token sequences (their ``ids``, ``loss_mask`` and ``logprobs``) into one batch. Each
+    sequence's advantage is one number for all its tokens, or one per token (credit per reply). With
+    ``mask_truncated`` the loss mask of a truncated sequence is all 0 (TRL's
+    ``mask_truncated_completions``)."""
     import torch
 
     if not sequences:

@@ -120,8 +120,8 @@ def _add_eval(sub: _Subcommands) -> None:
     ev.add_argument(
         "--split",
         choices=["eval", "train", "all"],
-        help="scenarios to run: all (default: the whole file), or the held-out share (eval) or the rest (train) "
-        "of a seeded split",
+        help="scenarios to run: all (default: the whole file), or the held-out share (eval) or the rest "
+        "(train) of a seeded split",
     )
     ev.add_argument(
         "--eval-fraction", type=float, help="share held out by --split (default 0.25; implies eval)"

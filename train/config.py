@@ -114,9 +114,9 @@ class RolloutConfig(Section):
     backend: Literal["local", "vllm", "vllm_colocate"] = "local"
     """``local``: transformers in the trainer's process (weight sync is free); ``vllm``: HTTP servers;
     ``vllm_colocate``: a vLLM engine in the trainer's process, its weights updated in memory after each step
-    (``colocate``; ``docs/training.md``, The colocated vLLM engine). ``local`` stays the default, since it needs
-    no vLLM; at equal dtype the colocated engine decodes a single-turn batch about as fast on a CPU, and runs
-    the multi-turn main job in 0.80x the time on a CPU with native bf16 (``docs/results.md``)."""
+    (``colocate``; ``docs/training.md``, The colocated vLLM engine). ``local`` stays the default, since it
+    needs no vLLM; at equal dtype the colocated engine decodes a single-turn batch about as fast on a CPU, and
+    runs the multi-turn main job in 0.80x the time on a CPU with native bf16 (``docs/results.md``)."""
     colocate: ColocateConfig = Field(default_factory=ColocateConfig)
     """The colocated engine's dtype, memory and sleep mode (backend ``vllm_colocate``)."""
     vllm_urls: list[str] = Field(default_factory=list)
@@ -180,8 +180,8 @@ class RolloutConfig(Section):
             )
         if self.backend == "local" and launched_zero_stage() == 3:
             raise ValueError(
-                "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard of "
-                "the weights); use backend 'vllm_colocate' or 'vllm', or ZeRO-2"
+                "rollout.backend: 'local' cannot generate under DeepSpeed ZeRO-3 (each process holds a shard "
+                "of the weights); use backend 'vllm_colocate' or 'vllm', or ZeRO-2"
             )
         return self
 
@@ -283,10 +283,10 @@ class OptimConfig(Section):
     """Run the prompt a group's replies share once per micro-batch, not once per reply: its KV cache, kept
     in the graph, is repeated for the replies, whose own tokens run on top of it. The same logprobs and
     gradients up to the order of float sums, for the work of ``prompt + replies`` tokens instead of
-    ``replies x (prompt + reply)``; it pays when micro-batches hold replies to one prompt (``micro_batch_size``
-    a multiple of ``rollout.group_size``, or a divisor of it). One process or DDP, not DeepSpeed, and not
-    with ``model.gradient_checkpointing``; packed micro-batches (flash-attention 2) do not share
-    (``docs/training.md``, One prompt pass per group)."""
+    ``replies x (prompt + reply)``; it pays when micro-batches hold replies to one prompt
+    (``micro_batch_size`` a multiple of ``rollout.group_size``, or a divisor of it). One process or DDP, not
+    DeepSpeed, and not with ``model.gradient_checkpointing``; packed micro-batches (flash-attention 2) do not
+    share (``docs/training.md``, One prompt pass per group)."""
 
 
 class WarmStartConfig(Section):
@@ -339,12 +339,12 @@ class LoggingConfig(Section):
     no sampling noise, so the interval of a before/after difference is the scenarios' alone (one rollout
     per scenario is then enough: ``eval_group_size: 1``)."""
     train_eval_sample: int = Field(0, ge=0)
-    """Also evaluate a fixed sample of this many training scenarios (all of them when there are fewer), at every
-    point the held-out sets are evaluated and as they are (``eval_temperature``, ``eval_group_size``): the set
-    ``train`` (``eval_before_train/``, ``eval_step_<k>_train/``, metrics ``eval_train/...``), reported in
-    ``report.md`` beside the held-out sets. It answers whether GRPO raises the reward on what it trains on. The
-    sample is seeded by ``seed`` and taken in turn from each stratum of the environment (safe and unsafe scenes
-    alike). 0: none."""
+    """Also evaluate a fixed sample of this many training scenarios (all of them when there are fewer), at
+    every point the held-out sets are evaluated and as they are (``eval_temperature``, ``eval_group_size``):
+    the set ``train`` (``eval_before_train/``, ``eval_step_<k>_train/``, metrics ``eval_train/...``), reported
+    in ``report.md`` beside the held-out sets. It answers whether GRPO raises the reward on what it trains on.
+    The sample is seeded by ``seed`` and taken in turn from each stratum of the environment (safe and unsafe
+    scenes alike). 0: none."""
     update_check: bool = False
     """After each optimiser step, run the step's sequences through the updated policy once more (one forward
     per micro-batch, no gradient) and log how the logprobs of the tokens it trained on moved, by the sign of
@@ -427,18 +427,18 @@ class TrainConfig(Section):
             raise ValueError(f"model.lora.r: vLLM serves adapters of rank up to 512, not {self.model.lora.r}")
         if self.model.lora is not None and self.warm_start.demonstrations:
             raise ValueError(
-                "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, not "
-                "the warm-started one); warm-start without LoRA and set model.name_or_path to its folder"
+                "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, "
+                "not the warm-started one); warm-start without LoRA and set model.name_or_path to its folder"
             )
         if self.optim.share_prefix and self.model.gradient_checkpointing:
             raise ValueError(
-                "optim.share_prefix: not with model.gradient_checkpointing (transformers turns the KV cache off "
-                "under checkpointing, and the shared prompt pass hands its cache to the replies)"
+                "optim.share_prefix: not with model.gradient_checkpointing (transformers turns the KV cache "
+                "off under checkpointing, and the shared prompt pass hands its cache to the replies)"
             )
         if self.rollout.guide and not self.guide_demonstrations:
             raise ValueError(
-                "rollout.guide: guided groups play each example's demonstration; set rollout.guide_demonstrations "
-                "or warm_start.demonstrations"
+                "rollout.guide: guided groups play each example's demonstration; set "
+                "rollout.guide_demonstrations or warm_start.demonstrations"
             )
         if TRAIN_SET in self.env.extra_eval_scenarios:
             raise ValueError(
@@ -447,7 +447,8 @@ class TrainConfig(Section):
             )
         if self.advantage.credit != "episode" and self.env.type != "multistep":
             raise ValueError(
-                f"advantage.credit: {self.advantage.credit!r} credits each reply by the requirement it answered, "
-                f"which only env.type 'multistep' has (env.type is {self.env.type!r}): use 'episode'"
+                f"advantage.credit: {self.advantage.credit!r} credits each reply by the requirement it "
+                f"answered, which only env.type 'multistep' has (env.type is {self.env.type!r}): "
+                "use 'episode'"
             )
         return self

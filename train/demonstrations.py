@@ -1,5 +1,5 @@
-"""Demonstrations: conversations of training scenarios to imitate (``warm_start.demonstrations``) or to play in
-guided groups (``rollout.guide``), one JSON object a line, ``{"scenario": ..., "messages": [...]}``; the
+"""Demonstrations: conversations of training scenarios to imitate (``warm_start.demonstrations``) or to play
+in guided groups (``rollout.guide``), one JSON object a line, ``{"scenario": ..., "messages": [...]}``; the
 messages alternate, the user first. Plain Python: the orchestrator reads them without torch."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def check_not_held_out(demos: Sequence[Demonstration], held_out: Sequence[str], 
     if leaked:
         raise FileLoadError(
             path,
-            f"{len(leaked)} demonstration(s) play held-out scenarios (the first: {leaked[0]!r}); imitating them "
-            "would leak the evaluation",
+            f"{len(leaked)} demonstration(s) play held-out scenarios (the first: {leaked[0]!r}); "
+            "imitating them would leak the evaluation",
             field="scenario",
         )

@@ -4,12 +4,13 @@ more processes, DDP, DeepSpeed ZeRO-2/3, on GPUs or on a CPU-only host.
 Two accelerate 1.15 behaviours on a CPU-only host need care:
 - ``Accelerator(cpu=True)`` silently ignores a DeepSpeed launch (``ACCELERATE_USE_DEEPSPEED``) and runs plain
   DDP; DeepSpeed needs ``cpu=False``.
-- with ``cpu=False`` and no GPU, accelerate picks no process-group backend, so every DeepSpeed process believes
-  it is process 0 of 1 (DeepSpeed itself does start gloo). Naming the ``gloo`` backend fixes the count.
+- with ``cpu=False`` and no GPU, accelerate picks no process-group backend, so every DeepSpeed process
+  believes it is process 0 of 1 (DeepSpeed itself does start gloo). Naming the ``gloo`` backend fixes the
+  count.
 
 A prepared scheduler is stepped once per optimiser step whatever the number of processes
-(``step_scheduler_with_optimizer=False``). DeepSpeed also needs its micro-batch size and clipping set before ``prepare`` (there is no dataloader for
-accelerate to read them from): they come from the run config.
+(``step_scheduler_with_optimizer=False``). DeepSpeed also needs its micro-batch size and clipping set before
+``prepare`` (there is no dataloader for accelerate to read them from): they come from the run config.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 
 
 def _mallopt() -> Any:
-    """glibc's ``mallopt(param, value)`` of this process, or None off Linux or where the C library has none."""
+    """glibc's ``mallopt(param, value)`` of this process, or None off Linux or where the C library has
+    none."""
     if platform.system() != "Linux":
         return None
     try:

@@ -32,20 +32,21 @@ def forward_logprobs(
     chunk_tokens: int = 0,
     clusters: Sequence[PrefixCluster] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward pass.
+    """[B, T] logprobs of each token and [B, T] entropies (None with ``entropy=False``), from one forward
+    pass.
 
     The output head runs only from the first position that predicts a loss token (``logits_to_keep``):
     the shared prompt needs no logits, and the head over the vocabulary is the costliest layer of a
     small model and its largest tensor ([B, K, V] logits). Positions before that hold 0 (they are masked
     out of the loss anyway). The reference model of the KL term is run the same way.
 
-    With ``chunk_tokens > 0`` (and a transformers model whose logits are a linear layer of its last hidden state) the head runs
-    over about ``chunk_tokens`` positions at a time under activation checkpointing: no [B, K, V] logits
-    exist at once, in the forward or the backward, at the price of running the head twice.
+    With ``chunk_tokens > 0`` (and a transformers model whose logits are a linear layer of its last hidden
+    state) the head runs over about ``chunk_tokens`` positions at a time under activation checkpointing: no
+    [B, K, V] logits exist at once, in the forward or the backward, at the price of running the head twice.
 
-    With ``clusters`` (the batch's ``prefix_clusters``, worked out once by the caller: ``optim.share_prefix``),
-    rows whose tokens before their first loss token are the same (the replies of one group to its prompt)
-    run that prompt once: ``shared_prefix_forward``."""
+    With ``clusters`` (the batch's ``prefix_clusters``, worked out once by the caller:
+    ``optim.share_prefix``), rows whose tokens before their first loss token are the same (the replies of one
+    group to its prompt) run that prompt once: ``shared_prefix_forward``."""
     import torch
 
     if clusters is not None and any(c.prefix for c in clusters):
@@ -248,7 +249,8 @@ def packed_forward_logprobs(
             input_ids=input_ids_1N,
             position_ids=position_ids_1N,
             logits_to_keep=predicting_K,
-            use_cache=False,  # transformers reads the sequence boundaries from position_ids only without a cache
+            # transformers reads the sequence boundaries from position_ids only without a cache
+            use_cache=False,
         ).logits
         logprobs_1K, entropy_1K = target_logprobs(logits_1KV, targets_K[None], temperature, entropy)
     else:

@@ -59,8 +59,8 @@ def adapt(model: PreTrainedModel, lora: LoraConfig) -> PeftModel:
     targets = lora.target_modules or linear
     if unknown := sorted(set(targets) - set(linear)):
         raise ValueError(
-            f"model.lora.target_modules: {unknown} are not linear layers of the model (the output head is never "
-            f"adapted); its linear layers are {linear}"
+            f"model.lora.target_modules: {unknown} are not linear layers of the model (the output head is "
+            f"never adapted); its linear layers are {linear}"
         )
     peft_config = PeftLoraConfig(
         r=lora.r,

@@ -49,7 +49,8 @@ def next_token_logprobs(
 
 
 def next_token_entropy(logits_bTV: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``[b, T]`` float32: entropy ``logsumexp(z) - sum(softmax(z) * z)`` with ``z = logits / temperature``."""
+    """``[b, T]`` float32: entropy ``logsumexp(z) - sum(softmax(z) * z)`` with
+    ``z = logits / temperature``."""
     z_bTV = _scaled(logits_bTV, temperature)
     return torch.logsumexp(z_bTV, dim=-1) - (torch.softmax(z_bTV, dim=-1) * z_bTV).sum(-1)
 
@@ -57,7 +58,8 @@ def next_token_entropy(logits_bTV: torch.Tensor, temperature: float) -> torch.Te
 def token_logprobs(
     logits_BTV: torch.Tensor, input_ids_BT: torch.Tensor, temperature: float = 1.0, rows_per_chunk: int = 1
 ) -> torch.Tensor:
-    """``[B, T]`` float32: ``log_softmax(logits[t - 1] / temperature)[input_ids[t]]`` at position t; 0 at t = 0.
+    """``[B, T]`` float32: ``log_softmax(logits[t - 1] / temperature)[input_ids[t]]`` at position t;
+    0 at t = 0.
 
     The definition the training step's ``target_logprobs`` is tested against, bit for bit.
     Works ``rows_per_chunk`` sequences at a time as ``logit[token] - logsumexp(logits)``: no ``[B, T, V]``
@@ -160,7 +162,8 @@ def _scaled_into(buffer: torch.Tensor, logits_cV: torch.Tensor, temperature: flo
 
 
 def _chunks(logits_bTV: torch.Tensor, positions: int) -> list[tuple[int, slice]]:
-    """(row, positions) blocks of about ``CHUNK_ELEMENTS`` logits covering the first ``positions`` of each row."""
+    """(row, positions) blocks of about ``CHUNK_ELEMENTS`` logits covering the first ``positions`` of each
+    row."""
     step = max(1, CHUNK_ELEMENTS // max(logits_bTV.shape[-1], 1))
     return [
         (row, slice(start, min(start + step, positions)))
@@ -267,7 +270,8 @@ def _bnpo(
 
 Normaliser = Callable[[torch.Tensor, torch.Tensor, float, float, int], torch.Tensor]
 NORMALISERS: dict[str, Normaliser] = {"grpo": _grpo, "dr_grpo": _dr_grpo, "dapo": _dapo, "bnpo": _bnpo}
-"""``LossConfig.type`` -> (per-token loss [B, T], mask [B, T], step tokens, step sequences, max length) -> scalar."""
+"""``LossConfig.type`` -> (per-token loss [B, T], mask [B, T], step tokens, step sequences, max length) ->
+scalar."""
 
 
 # ---------------------------------------------------------------------------------------------- the loss

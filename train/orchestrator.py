@@ -110,8 +110,9 @@ class Orchestrator:
     ) -> None:
         if advantage.credit != "episode" and not env.credits_replies:
             raise ValueError(
-                f"advantage.credit: {advantage.credit!r} needs an environment that credits each reply on its own (a multi-step "
-                f"environment scored by its own rubric); {type(env).__name__} does not: use 'episode'"
+                f"advantage.credit: {advantage.credit!r} needs an environment that credits each reply on "
+                "its own (a multi-step environment scored by its own rubric); "
+                f"{type(env).__name__} does not: use 'episode'"
             )
         self.env, self.backend, self.examples = env, backend, list(examples)
         self.prompts_per_step, self.group_size, self.advantage, self.seed = (
@@ -127,8 +128,8 @@ class Orchestrator:
         self.taken: list[int] = []
         """The examples of the step ``produce`` took last."""
         self.guides = dict(guides) if guides else {}
-        """Guided groups (``rollout.guide``): each example's demonstration (its messages) by the example's name;
-        empty: no guides."""
+        """Guided groups (``rollout.guide``): each example's demonstration (its messages) by the example's
+        name; empty: no guides."""
         self._guide_replies: dict[str, list[list[int]]] = {}
         """The token ids of each demonstration's replies, made the first time its example is drawn."""
 
@@ -241,8 +242,8 @@ def guide_messages(cfg: TrainConfig, examples: Sequence[Example]) -> dict[str, l
     if missing:
         raise FileLoadError(
             path,
-            f"rollout.guide: {len(missing)} training example(s) have no demonstration (the first: {missing[0]!r}); "
-            "every guided group plays its example's",
+            f"rollout.guide: {len(missing)} training example(s) have no demonstration "
+            f"(the first: {missing[0]!r}); every guided group plays its example's",
             field="scenario",
         )
     return {e.name: demos[e.name] for e in examples}

@@ -1,7 +1,7 @@
-"""``report.md``: the held-out evaluations of a run before and after training (and after the warm start), beside
-the rubric probe's trivial policies, with intervals clustered by scenario, for the held-out set and for each
-further held-out set (``env.extra_eval_scenarios``); and sample replies before and after. It is written from
-the run's held-out results as the trainer kept them (``train.run_folder.HeldOutResults``), or as
+"""``report.md``: the held-out evaluations of a run before and after training (and after the warm start),
+beside the rubric probe's trivial policies, with intervals clustered by scenario, for the held-out set and for
+each further held-out set (``env.extra_eval_scenarios``); and sample replies before and after. It is written
+from the run's held-out results as the trainer kept them (``train.run_folder.HeldOutResults``), or as
 ``read_held_out`` reads them back from a finished run's folder."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def model_score(name: str, evaluated: Sequence[ScoredRollout]) -> PolicyScore:
 
 
 def _healthy_rollouts(evaluated: Sequence[ScoredRollout]) -> list[ProbeRollout]:
-    """The rollouts that did not fail (no error, a finite reward), as the probe's ``ProbeRollout``s: the ones every
-    statistic of the report is computed over, keyed by the same scenario names."""
+    """The rollouts that did not fail (no error, a finite reward), as the probe's ``ProbeRollout``s: the ones
+    every statistic of the report is computed over, keyed by the same scenario names."""
     return [r.for_probe() for r in evaluated if r.healthy]
 
 
@@ -54,9 +54,9 @@ def write_report_md(
     ``held_out`` holds the evaluations and the probe's rows of every held-out set. Every mean reward is given
     with its 95% interval clustered by scenario (the rollouts of one scenario are not independent), the same
     number in the headline and in each table; the change in mean reward with the interval of the mean of its
-    per-scenario differences (``paired_difference``). Diversity and repetition are those of ``diversity_metrics`` over every held-out reply; the repetition rate also
-    over each rollout's replies joined (a reply that restates the previous one counts there). Returns the
-    file's path.
+    per-scenario differences (``paired_difference``). Diversity and repetition are those of
+    ``diversity_metrics`` over every held-out reply; the repetition rate also over each rollout's replies
+    joined (a reply that restates the previous one counts there). Returns the file's path.
 
     Raises:
         ValueError: the held-out set has no evaluation before or after training.
@@ -71,8 +71,9 @@ def write_report_md(
         "",
         *([f"Advantage estimator: {estimator}.", ""] if estimator else []),
         f"Held-out mean reward {verdict} its 95% interval: {before_score.reward_mean:.3f} ± "
-        f"{before_score.reward_ci95:.3f} before, {after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} "
-        f"after, change {change:+.3f} ± {change_ci:.3f} ({after.summary.rollouts} rollouts on "
+        f"{before_score.reward_ci95:.3f} before, "
+        f"{after_score.reward_mean:.3f} ± {after_score.reward_ci95:.3f} after, "
+        f"change {change:+.3f} ± {change_ci:.3f} ({after.summary.rollouts} rollouts on "
         f"{after.summary.examples} scenarios; intervals clustered by scenario).",
         "",
         *_summary_table(evals, scores),
@@ -130,10 +131,10 @@ def _training_set(held_out: HeldOutResults) -> list[str]:
     lines = [
         f"## Training scenarios: a fixed sample of {n}",
         "",
-        f"On scenarios it trained on, the reward {verdict} its interval from the {scores[start].policy} model: "
-        f"{scores[start].reward_mean:.3f} to {scores[AFTER].reward_mean:.3f}, {diff:+.3f} ± {half:.3f}, paired "
-        "by scenario. Where the held-out sets do not follow a rise here, the policy learned these scenarios "
-        "and not the task.",
+        f"On scenarios it trained on, the reward {verdict} its interval from the {scores[start].policy} "
+        f"model: {scores[start].reward_mean:.3f} to {scores[AFTER].reward_mean:.3f}, {diff:+.3f} ± "
+        f"{half:.3f}, paired by scenario. Where the held-out sets do not follow a rise here, the policy "
+        "learned these scenarios and not the task.",
         "",
         *_summary_table(evals, scores, "training"),
         "",
@@ -159,7 +160,8 @@ def _further_sets(held_out: HeldOutResults) -> list[str]:
 
 
 def _versus(policy: str, diff: float, half: float, n: int) -> str:
-    """One line: the trained model minus ``policy``, paired by scenario, and whether it is beyond the interval."""
+    """One line: the trained model minus ``policy``, paired by scenario, and whether it is beyond the
+    interval."""
     verdict = "above" if diff - half > 0 else "below" if diff + half < 0 else "not distinguishable from"
     return f"- {policy}: {diff:+.3f} ± {half:.3f} over {n} scenarios: trained is {verdict} it"
 
@@ -200,8 +202,8 @@ def _pooled(held_out: HeldOutResults) -> list[str]:
 
 def _first_decision(evals: dict[EvalPoint, Evaluation]) -> list[str]:
     """The trained model minus each earlier evaluation in how often the first decision (the DAG's level-0
-    requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the part
-    of the reward GRPO sees first."""
+    requirements, all judged right) is right, paired by scenario over the same rollouts as the reward: the
+    part of the reward GRPO sees first."""
 
     def right(rows: Sequence[ScoredRollout]) -> PolicyScore:
         """The probe's statistics with each rollout's reward replaced by 1 if its first decision is right."""

@@ -1,23 +1,26 @@
-"""``report.png``: the few curves of a run a researcher reads first (``train.report_md`` writes ``report.md``).
+"""``report.png``: the few curves of a run a researcher reads first (``train.report_md`` writes
+``report.md``).
 
 ``report.png`` draws these panels from ``metrics.jsonl`` (every other metric is in wandb); a panel with
 nothing logged is left out:
 
-==============================  =================================================  =========================
-panel                           what                                               keys
-==============================  =================================================  =========================
-Held-out evaluation             mean reward with its 95% interval at each          ``eval/reward_mean`` (step
-                                evaluation; the rubric probe's trivial policies    0 and every
-                                as horizontal lines                                ``logging.eval_every``),
-                                                                                   ``eval_warm_start/...``,
-                                                                                   ``eval_final/...``
-Training reward (mean ± std)    the rollouts' reward, a band of one std            ``reward/mean``, ``reward/std``
-Requirement pass rates          per requirement, over the step's rollouts          ``req/...``
-KL and clipping                 KL (left axis), clip fractions (right axis)        ``train/kl/...``, ``train/clip/...``
-Lengths (tokens)                completion tokens per rollout                      ``length/..._tokens_...``
-Time split (s per step)         waiting for rollouts, the update, the weight sync  ``time/{wait,train,sync}_s``
-Memory (GiB)                    peak host and GPU memory                           ``memory/...``
-==============================  =================================================  =========================
+============================  =================================================  =========================
+panel                         what                                               keys
+============================  =================================================  =========================
+Held-out evaluation           mean reward with its 95% interval at each          ``eval/reward_mean`` (step
+                              evaluation; the rubric probe's trivial policies    0 and every
+                              as horizontal lines                                ``logging.eval_every``),
+                                                                                 ``eval_warm_start/...``,
+                                                                                 ``eval_final/...``
+Training reward (mean ± std)  the rollouts' reward, a band of one std            ``reward/mean``,
+                                                                                 ``reward/std``
+Requirement pass rates        per requirement, over the step's rollouts          ``req/...``
+KL and clipping               KL (left axis), clip fractions (right axis)        ``train/kl/...``,
+                                                                                 ``train/clip/...``
+Lengths (tokens)              completion tokens per rollout                      ``length/..._tokens_...``
+Time split (s per step)       waiting for rollouts, the update, the weight sync  ``time/{wait,train,sync}_s``
+Memory (GiB)                  peak host and GPU memory                           ``memory/...``
+============================  =================================================  =========================
 
 The interval of a held-out evaluation is the logged ``reward_ci95``, clustered by scenario
 (``rubrics.intervals``) as everywhere a reward carries a ±.

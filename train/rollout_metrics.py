@@ -23,13 +23,13 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def depth_advantage_metrics(groups: Sequence[Sequence[ScoredRollout]]) -> dict[str, float]:
-    """How the advantages of the trained groups (``groups``: the kept ones) split by how deep each rollout went,
-    against its group's mean number of model turns: ``advantage/deeper_mean`` and ``advantage/shallower_mean``
-    (the mean advantage of the rollouts that went deeper, and of those that stopped earlier),
-    ``advantage/deeper_token_share`` (their share of the loss's weight, the sum of |advantage| x completion
-    tokens: a deeper rollout has more tokens) and ``groups/depth_varies_frac`` (groups whose rollouts differ in
-    depth). In a progressive-reveal environment a deeper rollout got more requirements right, so its
-    advantage should be positive; none when no group was kept."""
+    """How the advantages of the trained groups (``groups``: the kept ones) split by how deep each rollout
+    went, against its group's mean number of model turns: ``advantage/deeper_mean`` and
+    ``advantage/shallower_mean`` (the mean advantage of the rollouts that went deeper, and of those that
+    stopped earlier), ``advantage/deeper_token_share`` (their share of the loss's weight, the sum of
+    |advantage| x completion tokens: a deeper rollout has more tokens) and ``groups/depth_varies_frac``
+    (groups whose rollouts differ in depth). In a progressive-reveal environment a deeper rollout got more
+    requirements right, so its advantage should be positive; none when no group was kept."""
     if not groups:
         return {}
     deeper: list[float] = []

@@ -4,18 +4,18 @@ results the reports read stay typed in memory (``HeldOutResults``); ``read_held_
 from a finished folder's files. Layout::
 
     <run>/
-        metrics.jsonl  samples.jsonl  wandb/     train.metrics_log (wandb/: an offline wandb run)
-        eval_before/                             held-out evaluation before training (envs.evaluation.EvalFolder:
-        eval_warm_start/                         rollouts.jsonl, summary.json, eval.png), after the warm start,
-        eval_step_<k>/                           after step k (logging.eval_every), after the last step
+        metrics.jsonl  samples.jsonl  wandb/  train.metrics_log (wandb/: an offline wandb run)
+        eval_before/                          held-out evaluation before training (envs.evaluation.EvalFolder:
+        eval_warm_start/                      rollouts.jsonl, summary.json, eval.png), after the warm start,
+        eval_step_<k>/                        after step k (logging.eval_every), after the last step
         eval_after/
-        eval_<...>_<set>/                        the same on each further held-out set (env.extra_eval_scenarios)
-        probe.json  probe_<set>.json             the rubric probe's trivial policies on each held-out set
-        warm_start/  (warm_start.json)           the warm-started model (train.warm_start)
-        checkpoints/                             train.checkpoint
+        eval_<...>_<set>/                     the same on each further held-out set (env.extra_eval_scenarios)
+        probe.json  probe_<set>.json          the rubric probe's trivial policies on each held-out set
+        warm_start/  (warm_start.json)        the warm-started model (train.warm_start)
+        checkpoints/                          train.checkpoint
             step_000010/  (trainer_state.json, model/, adapter/)
             latest
-        report.md  report.png                    train.report_md, train.report_png
+        report.md  report.png                 train.report_md, train.report_png
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ class RunFolder:
         return CheckpointFolder(self.checkpoints / f"step_{step:06d}")
 
     def checkpoint_staging(self, step: int) -> CheckpointFolder:
-        """Where the checkpoint of ``step`` is written before it is renamed into place: ``step_000010.tmp``."""
+        """Where the checkpoint of ``step`` is written before it is renamed into place:
+        ``step_000010.tmp``."""
         return CheckpointFolder(self.checkpoints / f"{self.checkpoint(step).path.name}.tmp")
 
     def checkpoint_step(self, folder: Path) -> int | None:

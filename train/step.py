@@ -197,7 +197,8 @@ def train_step(
     for i in range(counts.micro_batches):
         mb = micro_batch(batch, plan, i, accelerator.device)
         packed = plan.packed and i < len(plan.bounds)
-        # once per micro-batch (reading the rows to the host): the policy's and the reference's forwards share it
+        # once per micro-batch (reading the rows to the host): the policy's and the reference's
+        # forwards share it
         clusters = prefix_clusters(mb) if cfg.optim.share_prefix and not packed else None
         loss, entropy_BT, old_logprobs_BT, stats = micro_batch_loss(
             model, ref_model, mb, cfg, accelerator, counts, packed, clusters

@@ -40,9 +40,9 @@ def shard_of(examples: list[Example], rank: int, world: int) -> list[Example]:
 
 
 def training_sample(cfg: TrainConfig, env: Environment, train: list[Example]) -> list[Example]:
-    """The training examples ``logging.train_eval_sample`` evaluates: that many of ``train`` (all, when there are
-    fewer), in a seeded order (``seed``), taken in turn from each stratum (``Environment.stratum``, in the order
-    of their keys) so that every stratum is sampled alike. Empty at 0."""
+    """The training examples ``logging.train_eval_sample`` evaluates: that many of ``train`` (all, when there
+    are fewer), in a seeded order (``seed``), taken in turn from each stratum (``Environment.stratum``, in the
+    order of their keys) so that every stratum is sampled alike. Empty at 0."""
     n = cfg.logging.train_eval_sample
     if n == 0:
         return []

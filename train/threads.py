@@ -45,10 +45,11 @@ class EventLoopThread:
 
 
 class TorchWorker:
-    """Runs torch work on one thread. Each thread that runs torch's parallel regions gets an OpenMP team of its
-    own, and two live teams on a CPU's cores slow every kernel of both down (``benchmarks/decode_profile.py
-    --second-thread``: a decode took twice as long). So the trainer loads, trains, checkpoints and (through
-    the local backend, which is given this thread) generates here; ``executor`` None runs in the caller."""
+    """Runs torch work on one thread. Each thread that runs torch's parallel regions gets an OpenMP team of
+    its own, and two live teams on a CPU's cores slow every kernel of both down
+    (``benchmarks/decode_profile.py --second-thread``: a decode took twice as long). So the trainer loads,
+    trains, checkpoints and (through the local backend, which is given this thread) generates here;
+    ``executor`` None runs in the caller."""
 
     def __init__(self, executor: concurrent.futures.Executor | None) -> None:
         self.executor = executor

@@ -156,7 +156,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 held_out.record_probe(name, rows)
                 write_probe(run, name, rows)
 
-    # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it --------
+    # -- 5. the supervised warm start (``warm_start.demonstrations``), and the held-out model after it -------
     if cfg.warm_start.demonstrations:
         worker.run(run_warm_start, cfg, run, policy, env, held_names, start_step)
         loop.run(_sync(cfg.rollout, backend, weights, policy.tokenizer, start_step))

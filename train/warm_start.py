@@ -55,7 +55,8 @@ def encode(
     for prompt, turn in assistant_turns(tokenizer, system_prompt, messages):
         if prompt[: len(ids)] != ids:
             raise TemplatePrefixError(
-                "the chat template does not extend the earlier turns verbatim; cannot mask the assistant turns"
+                "the chat template does not extend the earlier turns verbatim; "
+                "cannot mask the assistant turns"
             )
         mask += [0] * (len(prompt) - len(ids)) + [1] * len(turn)
         ids = prompt + turn
@@ -214,8 +215,8 @@ def run_warm_start(
     else:
         if start_step > 0:
             raise FileNotFoundError(
-                f"{folder}: no finished warm start to take the KL reference from, but the run resumes at step "
-                f"{start_step}; remove the checkpoints to start over"
+                f"{folder}: no finished warm start to take the KL reference from, but the run resumes at "
+                f"step {start_step}; remove the checkpoints to start over"
             )
         path = cfg.warm_start.demonstrations
         assert path is not None

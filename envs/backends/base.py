@@ -127,12 +127,14 @@ class TrainingBackend(InferenceBackend, Protocol):
     @property
     def weight_version(self) -> int:
         """The optimiser step whose weights generation uses now; each sample carries the version it was
-        generated with (``Sample.meta["weight_version"]``), so the trainer measures how far off-policy it is."""
+        generated with (``Sample.meta["weight_version"]``), so the trainer measures how far off-policy it
+        is."""
         ...
 
     def weights_changed(self, step: int) -> None:
         """The trainer changed the policy's weights to those of ``step``; called on the thread that changed
-        them, right after the optimiser step (a backend generating from the policy itself counts from here)."""
+        them, right after the optimiser step (a backend generating from the policy itself counts from
+        here)."""
         ...
 
     async def sync_weights(self, weights: WeightSource, step: int) -> None:

@@ -248,8 +248,9 @@ class ColocatedVllmBackend:
         """The optimiser step whose weights the engine holds (stamped on every request when it is added)."""
         self.sync_stats: dict[str, float] = {}
         self.decode_stats: DecodeStats | None = None  # the engine decodes: no loop of ours to count
-        """What the last ``sync_weights`` did: ``sync/bytes`` handed over and ``sync/load_s``, the seconds from
-        the first tensor read (gathered, or merged with its adapter) to the last loaded; the trainer logs it."""
+        """What the last ``sync_weights`` did: ``sync/bytes`` handed over and ``sync/load_s``, the seconds
+        from the first tensor read (gathered, or merged with its adapter) to the last loaded; the trainer logs
+        it."""
         self.asleep = False
         """Whether the engine is asleep (``release``)."""
         self._ids = itertools.count()
@@ -440,9 +441,9 @@ class ColocatedVllmBackend:
         apart = (chosen - torch.tensor(served.logprobs, device=chosen.device)).abs().tolist()
         if max(gaps) > DTYPE_GAP or max(apart) > DTYPE_GAP:
             raise RuntimeError(
-                f"weight sync check failed: the {self.dtype} engine's greedy tokens {served.completion_ids} are "
-                f"up to {max(gaps):.3f} nats below the policy's best, their logprobs up to {max(apart):.3f} apart "
-                f"(at most {DTYPE_GAP} in another dtype)"
+                f"weight sync check failed: the {self.dtype} engine's greedy tokens {served.completion_ids} "
+                f"are up to {max(gaps):.3f} nats below the policy's best, their logprobs up to "
+                f"{max(apart):.3f} apart (at most {DTYPE_GAP} in another dtype)"
             )
 
     async def close(self) -> None:

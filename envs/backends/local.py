@@ -1,9 +1,9 @@
 """The local backend: sampling from a transformers model in this process (the embedded default).
 
 Concurrent ``generate`` calls are gathered into one batched decode (rows left-padded,
-``envs.backends.decode``), so many rollouts in flight share each forward pass. Generation runs on one dedicated worker thread
-(``LocalBackend.executor``), leaving the event loop free for judges. The model object is the trainer's own
-module, so weight sync costs nothing.
+``envs.backends.decode``), so many rollouts in flight share each forward pass. Generation runs on one
+dedicated worker thread (``LocalBackend.executor``), leaving the event loop free for judges. The model object
+is the trainer's own module, so weight sync costs nothing.
 
 Why one thread: PyTorch's CPU kernels run on an OpenMP team owned by the calling thread. Once two threads
 have each run parallel work, libgomp counts more worker threads than cores and stops spinning between

@@ -161,7 +161,8 @@ class VllmBackend:
         except _RetryableError as exc:
             tried = ", ".join(dict.fromkeys(failed))
             raise BackendError(
-                f"vLLM server {exc.url} failed after {len(failed)} attempt(s): {exc.cause} (servers tried: {tried})"
+                f"vLLM server {exc.url} failed after {len(failed)} attempt(s): {exc.cause} "
+                f"(servers tried: {tried})"
             ) from exc
         samples = self._parse(data, url, params)
         for sample in samples:

@@ -7,8 +7,8 @@ weights and clipped to [0, 1] per rollout, the all-negative rule, or the holisti
 ``criteria_reward``); criteria that carry a rule are judged offline by it, the others by the LLM
 autograder (``RuleFirstGrader``).
 Every rollout keeps its verdicts in ``rollout.criteria`` (``rubrics.types.CriteriaVerdicts``, written to
-``rollouts.jsonl``): the example id, the autograder's score, the raw points, the positive points, the example's
-tags and one verdict per criterion (name, weight, tags, met, judged_by).
+``rollouts.jsonl``): the example id, the autograder's score, the raw points, the positive points, the
+example's tags and one verdict per criterion (name, weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
 ``rubrics.criteria.tag_scores.step_tag_metrics``).
 """
@@ -65,7 +65,8 @@ class CriteriaEnv(SingleTurnEnv):
         """The LLM judge's client (None when every criterion carries a rule): its counters are logged."""
         self._judge_seen: dict[str, float] = {}
         self.clip_reward = clip_reward
-        """The reward is the autograder's score, clipped to [0, 1] (True), or the unclipped per-example score."""
+        """The reward is the autograder's score, clipped to [0, 1] (True), or the unclipped per-example
+        score."""
         super().__init__(
             [Example(criteria=e) for e in self.examples.values()],
             self._rubric(),
@@ -141,8 +142,8 @@ class CriteriaEnv(SingleTurnEnv):
         reward = (
             "the autograder's score, clipped to [0, 1] per reply (`env.clip_reward: true`)"
             if self.clip_reward
-            else "HealthBench's per-example score, unclipped, below 0 where pitfalls outweigh what was earned "
-            "(`env.clip_reward: false`)"
+            else "HealthBench's per-example score, unclipped, below 0 where pitfalls outweigh what was "
+            "earned (`env.clip_reward: false`)"
         )
         lines = [f"The held-out rewards above are {reward}.", ""]
         for model, rollouts in evaluations.items():

@@ -134,7 +134,8 @@ def format_summary(summary: EvalSummary) -> str:
         f"rollouts {summary.rollouts} over {summary.examples} examples ({summary.errored} errored)",
         f"reward   {summary.reward_mean:.3f} ± {summary.reward_ci95:.3f} (95% CI, clustered by scenario), "
         f"std {summary.reward_std:.3f}",
-        f"tokens   {summary.completion_tokens} in {summary.wall_s:.1f} s = {summary.tokens_per_s:.1f} tokens/s",
+        f"tokens   {summary.completion_tokens} in {summary.wall_s:.1f} s = "
+        f"{summary.tokens_per_s:.1f} tokens/s",
         f"distinct first replies {summary.distinct_fraction:.2f}",
         "depth    " + ", ".join(f"{d}: {c}" for d, c in summary.depth.items()),
         "stops    " + ", ".join(f"{k}: {v}" for k, v in summary.stop_reasons.items()),

@@ -26,7 +26,8 @@ from rubrics.multistep.rubric_io import (
 from rubrics.multistep.strategies import PARAMS, STRATEGIES
 
 Doc = dict[str, Any]
-"""A rubric as plain data: ``format_version``, ``name``, ``judges``, ``requirements`` (a list of dicts), ..."""
+"""A rubric as plain data: ``format_version``, ``name``, ``judges``, ``requirements`` (a list of dicts),
+..."""
 ScenarioData = dict[str, Any]
 """One scenario as plain data (``Scenario.to_dict``'s shape)."""
 

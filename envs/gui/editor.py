@@ -3,10 +3,11 @@
 Fields are plain strings and lists, keyed like the editor's widgets: ``name``, ``type``, ``question``,
 ``judge`` ("" for the rubric's default), the type's own ``options`` ("value: meaning" per line), ``low``,
 ``high``, ``tolerance``, ``labels`` (one per line), ``keys`` (continuous branch values), and per answer value
-(a *slot*) ``dep_<slot>`` (names it unlocks) and ``rule_<slot>_<kind>`` for each rule key of the library (``any``, ``all``, ``none``, ``regex``, ...). Dependencies are
-picked from existing names per answer value, never typed as data. ``requirement_from_fields`` of
-``fields_from_requirement(r)`` equals ``r`` (empty branches and empty rules left out, as the library does);
-``keep_empty_branches`` puts back the empty branches (``0.0: []``) of a requirement whose edit left them alone.
+(a *slot*) ``dep_<slot>`` (names it unlocks) and ``rule_<slot>_<kind>`` for each rule key of the library
+(``any``, ``all``, ``none``, ``regex``, ...). Dependencies are picked from existing names per answer value,
+never typed as data. ``requirement_from_fields`` of ``fields_from_requirement(r)`` equals ``r`` (empty
+branches and empty rules left out, as the library does); ``keep_empty_branches`` puts back the empty branches
+(``0.0: []``) of a requirement whose edit left them alone.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ def _drawing(rubric: MultiStepRubric, issues: list[Issue]) -> None:
         unsafe_allow_html=True,
     )
     st.caption(
-        "one row per level; roots pink, terminals blue; an edge is labelled with the answer (its option name) "
-        "that unlocks it "
+        "one row per level; roots pink, terminals blue; an edge is labelled with the answer "
+        "(its option name) that unlocks it "
         "(green: first answer, red: second, blue: third, grey: several)"
     )
     for issue in issues:

@@ -208,7 +208,8 @@ def _strategy_editor(doc: document.Doc, rev: int) -> None:
             on_change=_strategy,
         )
     st.caption(
-        "level_weighted: Σ correct·(1 + level_bonus·level) · progressive: Σ correct·growth^level · mean: share "
-        "of judged correct · sum: count correct · level_based: deepest level reached + 1 · completion_ratio: "
-        "share of the ground-truth path. The Grade section shows a reply's reward under all of them."
+        "level_weighted: Σ correct·(1 + level_bonus·level) · progressive: Σ correct·growth^level · "
+        "mean: share of judged correct · sum: count correct · level_based: deepest level reached + 1 · "
+        "completion_ratio: share of the ground-truth path. The Grade section shows a reply's reward under "
+        "all of them."
     )

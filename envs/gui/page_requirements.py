@@ -91,8 +91,8 @@ def _warn_new_roots(before: document.Doc, after: document.Doc) -> None:
     if old and added and len(new) > len(old):
         state.flash(
             "warning",
-            f"{', '.join(repr(a) for a in added)} is now a root: nothing unlocks it, so every walk also starts "
-            f"there ({len(new)} roots: {', '.join(new)}). Choose what unlocks it under 'Unlocked by'.",
+            f"{', '.join(repr(a) for a in added)} is now a root: nothing unlocks it, so every walk also "
+            f"starts there ({len(new)} roots: {', '.join(new)}). Choose what unlocks it under 'Unlocked by'.",
         )
 
 
@@ -274,7 +274,8 @@ def _parent_picker(doc: document.Doc, target: str) -> None:
     options = _parent_options(doc, target)
     ss[PARENTS] = [k for k in ss.get(PARENTS) or [] if k in options]
     st.multiselect(
-        "Unlocked by: the answers of other requirements that lead here (none: a root, where every walk starts)",
+        "Unlocked by: the answers of other requirements that lead here "
+        "(none: a root, where every walk starts)",
         list(options),
         key=PARENTS,
         format_func=lambda k: options[k][2],

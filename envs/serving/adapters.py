@@ -42,7 +42,8 @@ from envs.serving.weights import WeightSyncError, default_tmp_dir
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The values vLLM 0.32 accepts for ``--max-lora-rank``."""
 LORA_SERVER_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
-"""What a server needs in its environment to have ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``."""
+"""What a server needs in its environment to have ``/v1/load_lora_adapter`` and
+``/v1/unload_lora_adapter``."""
 MAX_LORAS = 2
 """Adapters a server holds at once: the current one and the previous one, whose requests may be in flight."""
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -62,9 +63,9 @@ def lora_server_args(r: int) -> list[str]:
 
 
 def check_lora_server(url: str, r: int, timeout_s: float = 60.0) -> None:
-    """Raise ``ValueError`` (naming ``url`` and the flag to set) unless the server at ``url`` loads adapters of
-    rank ``r`` at run time. Reads the dev-mode route ``GET /server_info`` (``VLLM_SERVER_DEV_MODE=1``, which
-    weight sync needs anyway)."""
+    """Raise ``ValueError`` (naming ``url`` and the flag to set) unless the server at ``url`` loads adapters
+    of rank ``r`` at run time. Reads the dev-mode route ``GET /server_info`` (``VLLM_SERVER_DEV_MODE=1``,
+    which weight sync needs anyway)."""
     url = normalize_base_url(url)
     flags = " ".join(lora_server_args(r))
     try:
@@ -73,7 +74,8 @@ def check_lora_server(url: str, r: int, timeout_s: float = 60.0) -> None:
         raise ValueError(f"vLLM server {url} is unreachable ({type(exc).__name__}: {exc})") from exc
     if resp.status_code == 404:
         raise ValueError(
-            f"vLLM server {url} has no /server_info: start it with VLLM_SERVER_DEV_MODE=1 (rubric-grpo serve does)"
+            f"vLLM server {url} has no /server_info: start it with VLLM_SERVER_DEV_MODE=1 "
+            "(rubric-grpo serve does)"
         )
     if resp.status_code != 200:
         raise ValueError(
@@ -85,7 +87,8 @@ def check_lora_server(url: str, r: int, timeout_s: float = 60.0) -> None:
         raise ValueError(f"vLLM server {url} serves no LoRA adapters: restart it with {flags}")
     if not (info.get("vllm_env") or {}).get("VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
         raise ValueError(
-            f"vLLM server {url} cannot load adapters at run time: restart it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=1"
+            f"vLLM server {url} cannot load adapters at run time: restart it with "
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1"
         )
     served = int(lora.get("max_lora_rank") or 0)
     if served < r:
@@ -130,7 +133,8 @@ class AdapterSync:
     Args:
         base_urls: Root URLs of the servers.
         timeout_s: Limit of every load and unload call.
-        tmp_dir: Where the adapter folders go; ``/dev/shm`` when it exists, else the system's temporary folder.
+        tmp_dir: Where the adapter folders go; ``/dev/shm`` when it exists, else the system's temporary
+            folder.
         prefix: Names of the run's adapters start with it (``<prefix>-step-N``): the same in every process of
             a run, so that the processes that do not push name what the main one loaded (:meth:`follow`);
             a random one by default.
@@ -155,8 +159,9 @@ class AdapterSync:
         self._folders: dict[str, Path] = {}
 
     async def push(self, module: Any, state_dict: Mapping[str, Any], step: int) -> dict[str, float]:
-        """Load ``module``'s adapter (weights from ``state_dict``) into every server as ``<prefix>-step-<step>``,
-        make it current, unload the previous one; returns the metrics of the sync (``sync/...``)."""
+        """Load ``module``'s adapter (weights from ``state_dict``) into every server as
+        ``<prefix>-step-<step>``, make it current, unload the previous one; returns the metrics of the sync
+        (``sync/...``)."""
         name = self.name(step)
         folder = Path(tempfile.mkdtemp(prefix=f"rubric-grpo-{name}-", dir=self.tmp_dir))
         if name in self._folders:  # the same step pushed again: it replaces its own adapter below

@@ -14,8 +14,9 @@ concurrently:
 
 Every call has ``timeout_s``; a failure raises :class:`WeightSyncError` naming the server, the step and
 the cause. The servers must run with ``VLLM_SERVER_DEV_MODE=1`` and
-``--worker-extension-cls envs.serving.worker.WeightSyncExtension`` (:func:`envs.serving.launch.rl_server_args`), and
-must see the file: same host, or a ``tmp_dir`` on a shared filesystem.
+``--worker-extension-cls envs.serving.worker.WeightSyncExtension``
+(:func:`envs.serving.launch.rl_server_args`), and must see the file: same host, or a ``tmp_dir`` on a shared
+filesystem.
 
 GPU hosts: vLLM's native weight transfer streams tensors over NCCL (or CUDA IPC on one host) instead of a
 file: ``/init_weight_transfer_engine`` once (the trainer joins the NCCL group), then per update
@@ -68,7 +69,8 @@ class WeightPushResult:
 
 
 def default_tmp_dir() -> str | None:
-    """``/dev/shm`` when it exists and is writable (files there are shared memory), else None (the system's)."""
+    """``/dev/shm`` when it exists and is writable (files there are shared memory), else None (the
+    system's)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 

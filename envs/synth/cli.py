@@ -1,4 +1,5 @@
-"""``rubric-grpo synth``: the glue between the command line and ``run_synth`` (``train.commands`` calls ``main``)."""
+"""``rubric-grpo synth``: the glue between the command line and ``run_synth`` (``train.commands`` calls
+``main``)."""
 
 from __future__ import annotations
 

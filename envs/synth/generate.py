@@ -6,10 +6,10 @@ retries with backoff on rate limits, server errors, timeouts, dropped connection
 parse (not JSON, cut at ``max_tokens``), structured output (``json_schema``, falling back to
 ``json_object`` and plain text when the server rejects it) and fault counters by cause.
 
-``LocalGenerator``: the in-process transformers backend (``LocalBackend``, built by ``envs.build.make_backend``
-as the trainer's and ``rubric-grpo eval``'s are), no server needed; concurrent requests share its batched
-``generate``; a reply that does not parse is sampled again, up to the same number of attempts. No
-structured output: a small model's malformed replies are counted, not hidden.
+``LocalGenerator``: the in-process transformers backend (``LocalBackend``, built by
+``envs.build.make_backend`` as the trainer's and ``rubric-grpo eval``'s are), no server needed; concurrent
+requests share its batched ``generate``; a reply that does not parse is sampled again, up to the same number
+of attempts. No structured output: a small model's malformed replies are counted, not hidden.
 
 Both raise ``GenerationError`` after the last attempt; the pipeline drops the item and counts why.
 """

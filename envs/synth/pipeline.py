@@ -48,7 +48,8 @@ class SynthOptions:
     seed: int = 0
     """Seed of the plan's draw."""
     weighting: Weighting = "uniform"
-    """``uniform`` over routes after covering every branch, or ``balanced`` towards the least-used branches."""
+    """``uniform`` over routes after covering every branch, or ``balanced`` towards the least-used
+    branches."""
     max_routes: int = 10_000
     """Bound on the routes enumerated (wide DAGs)."""
     concurrency: int = 8
@@ -83,8 +84,9 @@ def load_or_make_plan(rubric: MultiStepRubric, work: Path, options: SynthOptions
         have = {k: getattr(plan, k) for k in wanted}
         if have != wanted:
             diff = {k: (have[k], wanted[k]) for k in wanted if have[k] != wanted[k]}
+            settings = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
             raise ResumeMismatchError(
-                f"{work.parent} holds a run with other settings ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in diff.items())}); "
+                f"{work.parent} holds a run with other settings ({settings}); "
                 "use another --out folder or the same settings to resume"
             )
         return plan

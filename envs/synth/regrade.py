@@ -97,7 +97,8 @@ async def regrade(
         if answer is not None and req.is_correct(answer, truth["answer"]):
             raise CheckError(
                 "regrade_wrong_passed",
-                f"the wrong reply at {wrong_at!r} is judged correct ({answer!r}): the judge cannot tell the branches apart",
+                f"the wrong reply at {wrong_at!r} is judged correct ({answer!r}): the judge cannot tell the "
+                "branches apart",
             )
         summary["wrong_judged"] = {"requirement": wrong_at, "answer": answer}
     return summary

@@ -108,8 +108,8 @@ def format_report(report: dict[str, Any]) -> str:
     """The printed summary: counts, drops by reason, coverage per requirement."""
     c = report["counts"]
     lines = [
-        f"synthetic scenarios for {report['rubric'] or 'the rubric'}: {c['kept']} kept of {c['planned']} planned "
-        f"({c['dropped']} dropped; {c['repair_requested']} repair requests, "
+        f"synthetic scenarios for {report['rubric'] or 'the rubric'}: {c['kept']} kept of {c['planned']} "
+        f"planned ({c['dropped']} dropped; {c['repair_requested']} repair requests, "
         f"{c['repair_passed_checks']} passed the checks after repair)",
         "",
         "dropped by reason:",

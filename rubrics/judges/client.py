@@ -135,8 +135,8 @@ class LLMJudgeClient:
         self.backoff_max_s = backoff_max_s
         """No retry waits longer."""
         self.lean_http = base_url.startswith("http://") if lean_http is None else lean_http
-        """POST through ``LeanChatPost`` (plain ``http://`` endpoints; the default there) instead of the openai
-        SDK's client (TLS endpoints: hosted APIs)."""
+        """POST through ``LeanChatPost`` (plain ``http://`` endpoints; the default there) instead of the
+        openai SDK's client (TLS endpoints: hosted APIs)."""
         self._lean, self._client = self._connect()
 
     @classmethod
@@ -175,7 +175,10 @@ class LLMJudgeClient:
         return key
 
     def __repr__(self) -> str:
-        return f"LLMJudgeClient(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+        return (
+            f"LLMJudgeClient(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
 
     async def close(self) -> None:
         """Close the HTTP connections."""

@@ -156,7 +156,8 @@ class JudgeResponseFormat(ABC):
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> JudgeResponseFormat:
-        """The format ``to_dict`` described, of the class its ``type`` names (same as ``format_from_dict``)."""
+        """The format ``to_dict`` described, of the class its ``type`` names (same as
+        ``format_from_dict``)."""
         return format_from_dict(data)
 
 

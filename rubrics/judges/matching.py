@@ -42,8 +42,8 @@ _CLAUSE_END = re.compile(r"[.;:!?,()\n]|\b(?:and|but|so|then|because|while|altho
 _UNINFLECTED = frozenset({
     "a", "an", "the", "and", "or", "but", "nor", "of", "to", "in", "on", "at", "by", "for", "with", "from",
     "as", "is", "are", "was", "were", "be", "been", "am", "it", "its", "his", "her", "their", "our", "my",
-    "your", "this", "that", "these", "those", "no", "not", "never", "none", "all", "any", "some", "has", "had",
-    "have", "do", "does", "did"
+    "your", "this", "that", "these", "those", "no", "not", "never", "none", "all", "any", "some", "has",
+    "had", "have", "do", "does", "did"
 })  # fmt: skip
 """Function words that are matched only as written (``is`` never becomes ``iss``)."""
 
@@ -150,7 +150,8 @@ def check_rule_spec(requirement: str, key: Any, spec: Any) -> None:
 
 
 def negation_aware(spec: Mapping[str, Any]) -> bool:
-    """Whether a rule's phrases count only where no negator governs them (``negation_aware``, default true)."""
+    """Whether a rule's phrases count only where no negator governs them (``negation_aware``, default
+    true)."""
     return spec.get("negation_aware", True) is not False
 
 

@@ -115,7 +115,8 @@ class RulesJudge:
 
 
 class CallableJudge:
-    """Wraps ``fn``, sync or async, asking by name for any of ``prompt``, ``completion``, ``answer``, ``state``.
+    """Wraps ``fn``, sync or async, asking by name for any of ``prompt``, ``completion``, ``answer``,
+    ``state``.
 
     ``fn`` returns a bool, a number, a ``(value, reasoning)`` pair or a ``JudgeResponse``; its answer is
     checked against ``response_format`` (binary by default).

@@ -30,7 +30,8 @@ class JudgeClientStats:
     """Wall time of the HTTP requests, summed (concurrent requests each count in full; waits for the
     semaphore and backoff sleeps do not count)."""
     faults: Counter[str] = field(default_factory=Counter)
-    """Faults seen, by cause: ``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``malformed``, ..."""
+    """Faults seen, by cause: ``rate_limit``, ``server_error``, ``timeout``, ``connection``, ``malformed``,
+    ..."""
 
     def snapshot(self) -> dict[str, float]:
         """The counters as flat metrics: ``judge/calls``, ``judge/requests``, ``judge/retries``,

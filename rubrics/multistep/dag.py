@@ -86,11 +86,13 @@ def build_graph(requirements: Sequence[Requirement], roots: Sequence[str] | None
             for n in names:
                 if n not in by_name:
                     raise RubricValidationError(
-                        f"requirement {req.name!r}: field 'dependencies' ({key!r}) names unknown requirement {n!r}"
+                        f"requirement {req.name!r}: field 'dependencies' ({key!r}) names unknown "
+                        f"requirement {n!r}"
                     )
                 if n == req.name:
                     raise RubricValidationError(
-                        f"requirement {req.name!r}: field 'dependencies' ({key!r}) names itself (cycle: {n} -> {n})"
+                        f"requirement {req.name!r}: field 'dependencies' ({key!r}) names itself "
+                        f"(cycle: {n} -> {n})"
                     )
     _reject_cycles(by_name)
 

@@ -15,8 +15,9 @@ and reward strategy:
 
 The phrase policies need rule judges: a requirement judged by an LLM has no phrase to say, so those
 policies say nothing about it. ``score_rollouts`` gives every row, the trained model's included, the
-same statistics: the mean reward with a 95% interval clustered by scenario (``rubrics.intervals``), pass rates per requirement and per level, and the accuracy of each root per branch of
-its ground truth (for first_responder: safe scenes and unsafe ones separately).
+same statistics: the mean reward with a 95% interval clustered by scenario (``rubrics.intervals``), pass rates
+per requirement and per level, and the accuracy of each root per branch of its ground truth (for
+first_responder: safe scenes and unsafe ones separately).
 """
 
 from __future__ import annotations
@@ -234,7 +235,8 @@ def trivial_policies(rubric: MultiStepRubric, scenarios: Sequence[Scenario]) -> 
 
 
 def _truth_phrases(rubric: MultiStepRubric, scenario: Scenario, name: str) -> list[str]:
-    """The phrases of ``name``'s ground truth and, for those unlocked on the same reply, theirs (depth first)."""
+    """The phrases of ``name``'s ground truth and, for those unlocked on the same reply, theirs (depth
+    first)."""
     phrases: list[str] = []
     todo, seen = [name], set[str]()
     while todo:

@@ -235,7 +235,8 @@ class UnitVectorRequirement(Requirement):
     def __post_init__(self) -> None:
         if isinstance(self.labels, str) or not all(isinstance(label, str) for label in self.labels):
             raise ValueError(
-                f"requirement {self.name!r}: field 'labels' must be a list of strings, got {show(self.labels)}"
+                f"requirement {self.name!r}: field 'labels' must be a list of strings, "
+                f"got {show(self.labels)}"
             )
         _reject_repeats(self.name, "labels", self.labels)
         self._format = UnitVectorJudgeResponseFormat(self.labels)

@@ -3,9 +3,9 @@
 Scoring a rollout reads the scenario's ground truth from its ``answer`` (requirement name ->
 ``{"answer", "reasoning"}``) and the reply from its ``completion``. When an environment already judged the
 rollout turn by turn it leaves the verdicts in ``rollout.multistep`` (an ``EvaluationResult``; a hand-built
-state's ``state["multistep"]``) and nothing is judged twice. The reward compares them with the scenario's ideal walk, computed once per
-scenario (``MultiStepRubric.ideal_walk``). Metrics: ``req/<name>`` (1.0 correct, 0.0 incorrect) for every
-judged requirement, ``depth``, ``path_length`` and ``stop/<reason>``.
+state's ``state["multistep"]``) and nothing is judged twice. The reward compares them with the scenario's
+ideal walk, computed once per scenario (``MultiStepRubric.ideal_walk``). Metrics: ``req/<name>`` (1.0 correct,
+0.0 incorrect) for every judged requirement, ``depth``, ``path_length`` and ``stop/<reason>``.
 """
 
 from __future__ import annotations

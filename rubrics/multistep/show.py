@@ -27,7 +27,8 @@ def describe(rubric: MultiStepRubric, max_paths: int = 50) -> str:
     graph = rubric.graph
     lines = [
         f"rubric {rubric.name or '(unnamed)'}: {len(graph.requirements)} requirements, {graph.depth} levels, "
-        f"roots {', '.join(graph.roots)}; judges {', '.join(rubric.judges)} (default {rubric.default_judge}); "
+        f"roots {', '.join(graph.roots)}; judges {', '.join(rubric.judges)} "
+        f"(default {rubric.default_judge}); "
         f"reward {rubric.reward_strategy.type}{' (normalised)' if rubric.reward_strategy.normalized else ''}",
         "",
         "levels:",
@@ -123,7 +124,8 @@ def to_svg(rubric: MultiStepRubric) -> str:
         out.append(
             f'<g><title>{escape(req.question)}</title><rect x="{x:.0f}" y="{y:.0f}" width="{box_w}" '
             f'height="{box_h}" rx="6" fill="{fill}" stroke="#333"/>'
-            f'<text x="{x + box_w / 2:.0f}" y="{y + box_h / 2 + 4:.0f}" text-anchor="middle">{escape(label)}</text></g>'
+            f'<text x="{x + box_w / 2:.0f}" y="{y + box_h / 2 + 4:.0f}" text-anchor="middle">'
+            f"{escape(label)}</text></g>"
         )
     out.append("</svg>")
     return "\n".join(out)

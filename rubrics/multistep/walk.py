@@ -90,7 +90,8 @@ class Walk:
         self.answers = answers
         """The scenario's ground truth: requirement name -> ``{"answer", "reasoning"}`` (or a bare answer)."""
         self.reveals: Mapping[str, str] = reveals or {}
-        """Requirement name -> text shown once it is judged correct; what it unlocks waits for the next reply."""
+        """Requirement name -> text shown once it is judged correct; what it unlocks waits for the next
+        reply."""
         self.result = EvaluationResult()
         """Every verdict so far, and the walk's stop reason."""
         self.frontier: list[str] = list(graph.roots)

@@ -34,7 +34,8 @@ from rubrics.criteria.criterion import Criterion, CriterionReport, EvaluationRep
 from rubrics.judges.client import LLMJudgeClient, StructuredReply
 
 GenerateFn = Callable[[str, str], Any]
-"""``generate_fn(system_prompt, user_prompt)`` -> the grader's schema, a dict or JSON text (or an awaitable)."""
+"""``generate_fn(system_prompt, user_prompt)`` -> the grader's schema, a dict or JSON text (or an
+awaitable)."""
 
 G = TypeVar("G", bound="Autograder")
 M = TypeVar("M", bound=BaseModel)

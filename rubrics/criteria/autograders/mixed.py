@@ -1,5 +1,5 @@
-"""``RuleFirstGrader``: criteria that carry a ``rule`` are judged offline by it, the rest by an LLM autograder,
-both in one report and one score.
+"""``RuleFirstGrader``: criteria that carry a ``rule`` are judged offline by it, the rest by an LLM
+autograder, both in one report and one score.
 
 Scores, with ``R`` the rule-judged criteria and ``L`` the LLM-judged ones (formulas of
 ``rubrics.criteria.autograders.scoring``, over all criteria together):
@@ -49,7 +49,8 @@ class RuleFirstGrader:
         query: str | None = None,
         reference: str | None = None,
     ) -> EvaluationReport:
-        """Grade ``to_grade`` against ``criteria``; ``reference`` (a reference answer) goes to the LLM only."""
+        """Grade ``to_grade`` against ``criteria``; ``reference`` (a reference answer) goes to the LLM
+        only."""
         text = response_output(to_grade)
         by_rule = {i: c.rule_verdict(text) for i, c in enumerate(criteria) if c.rule is not None}
         llm_idx = [i for i in range(len(criteria)) if i not in by_rule]

@@ -56,7 +56,8 @@ def response_block(to_grade: ToGrade) -> str:
         unknown = set(to_grade) - {"thinking", "output"}
         if unknown or "output" not in to_grade:
             raise ValueError(
-                f"to_grade as a dict needs an 'output' key and optionally 'thinking'; got keys {sorted(to_grade)}"
+                "to_grade as a dict needs an 'output' key and optionally 'thinking'; "
+                f"got keys {sorted(to_grade)}"
             )
         thinking = to_grade.get("thinking")
         inner = f"<thinking>\n{thinking}\n</thinking>\n" if thinking else ""

@@ -84,7 +84,8 @@ def coerce_output(schema: type[M], value: Any) -> M:
             value = extract_json_object(value)
         if not isinstance(value, dict):
             raise GraderOutputError(
-                f"generate_fn returned {type(value).__name__}; expected {schema.__name__}, a dict or JSON text"
+                f"generate_fn returned {type(value).__name__}; expected {schema.__name__}, "
+                "a dict or JSON text"
             )
         return schema.model_validate(value)
     except (ValidationError, JudgeFormatError) as exc:
