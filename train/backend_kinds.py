@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from train.config import RolloutConfig, TrainConfig
+from train.plan_inputs import ModelShapes, Setup
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -23,7 +24,7 @@ name, bytes and note."""
 # here: the plan asks the kinds, so the kinds may not import the plan.
 
 
-def kv_cache_bytes(cfg: TrainConfig, s: Any, act: int) -> int:
+def kv_cache_bytes(cfg: TrainConfig, s: ModelShapes, act: int) -> int:
     """The KV cache of every rollout of a step at ``env.max_total_tokens``, ``act`` bytes a value."""
     rows, tokens = cfg.rollout.prompts_per_step * cfg.rollout.group_size, cfg.env.max_total_tokens
     return int(rows * tokens * 2 * s.layers * s.kv_heads * s.head_dim * act)
@@ -43,7 +44,7 @@ class BackendKind:
         resolved): None, the policy itself or no copy at all."""
         return None
 
-    def memory_rows(self, cfg: TrainConfig, s: Any, setup: Any) -> list[Line]:
+    def memory_rows(self, cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Line]:
         """What the backend holds on the trainer's device, as rows of the memory plan."""
         raise NotImplementedError
 
@@ -51,7 +52,7 @@ class BackendKind:
         """Raise ``ValueError`` naming the field before the policy loads (a second, not a model load)."""
         return None
 
-    def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:
+    def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
         """``envs.build.make_backend``'s keyword arguments for this kind, on the model of ``shapes`` (None
         where the plan cannot read it) and ``setup`` (``train.memory_check.make_setup``)."""
         return {}
@@ -66,7 +67,7 @@ class LocalKind(BackendKind):
     def sampling_dtype(self, resolved: str | None) -> str | None:
         return resolved
 
-    def memory_rows(self, cfg: TrainConfig, s: Any, setup: Any) -> list[Line]:
+    def memory_rows(self, cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Line]:
         dtype = setup.inference_dtype or cfg.model.dtype
         if cfg.model.lora is None and dtype == cfg.model.dtype:
             copy = ("held", "sampling copy", 0, "none: the policy samples")
@@ -82,7 +83,7 @@ class LocalKind(BackendKind):
             ("generation", "prefill", prefill, "one layer's activations of every rollout"),
         ]
 
-    def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:
+    def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
         from train.distributed import resolve_inference_dtype
 
         return {
@@ -96,7 +97,7 @@ class ServerKind(BackendKind):
 
     name = "vllm"
 
-    def memory_rows(self, cfg: TrainConfig, s: Any, setup: Any) -> list[Line]:
+    def memory_rows(self, cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Line]:
         return [
             ("held", "sampling copy", 0, "none: the vLLM servers hold theirs"),
             ("generation", "KV cache", 0, "on the vLLM servers"),
@@ -114,7 +115,7 @@ class ServerKind(BackendKind):
             except ValueError as exc:
                 raise ValueError(f"model.lora.r: {exc}") from None
 
-    def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:
+    def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
         return {"vllm_urls": cfg.rollout.vllm_urls}
 
 
@@ -124,7 +125,7 @@ class ColocateKind(BackendKind):
 
     name = "vllm_colocate"
 
-    def engine_dtype(self, cfg: TrainConfig, setup: Any) -> str:
+    def engine_dtype(self, cfg: TrainConfig, setup: Setup) -> str:
         """``rollout.colocate.dtype`` resolved as the engine resolves it
         (``envs.backends.colocate.engine_dtype``): ``auto`` is bfloat16 on a GPU and on a CPU that computes it
         natively, float32 on other CPUs."""
@@ -135,18 +136,20 @@ class ColocateKind(BackendKind):
             return dtype
         return "float32" if setup.device == "cpu" and not cpu_has_native_bf16() else "bfloat16"
 
-    def sleeps(self, cfg: TrainConfig, setup: Any) -> bool:
+    def sleeps(self, cfg: TrainConfig, setup: Setup) -> bool:
         """Whether the engine gives its memory back while the policy trains (sleep mode, a GPU only)."""
         return cfg.rollout.colocate.sleep and setup.device != "cpu"
 
-    def kv_cache_bytes(self, cfg: TrainConfig, s: Any, setup: Any) -> int:
+    def kv_cache_bytes(self, cfg: TrainConfig, s: ModelShapes | None, setup: Setup) -> int:
         """The engine's KV cache: ``rollout.colocate.kv_cache_gib``, else every rollout of a step at
-        ``env.max_total_tokens`` in the engine's dtype."""
+        ``env.max_total_tokens`` in the engine's dtype (``s`` None: an architecture the plan cannot read,
+        which ``build_options`` refuses without ``kv_cache_gib``)."""
         if cfg.rollout.colocate.kv_cache_gib is not None:
             return int(cfg.rollout.colocate.kv_cache_gib * GIB)
+        assert s is not None  # build_options checked it
         return kv_cache_bytes(cfg, s, DTYPE_BYTES[self.engine_dtype(cfg, setup)])
 
-    def memory_rows(self, cfg: TrainConfig, s: Any, setup: Any) -> list[Line]:
+    def memory_rows(self, cfg: TrainConfig, s: ModelShapes, setup: Setup) -> list[Line]:
         dtype = self.engine_dtype(cfg, setup)
         part, when = ("generation", "; asleep while training") if self.sleeps(cfg, setup) else ("held", "")
         rows, tokens = cfg.rollout.prompts_per_step * cfg.rollout.group_size, cfg.env.max_total_tokens
@@ -188,7 +191,7 @@ class ColocateKind(BackendKind):
                 "(its adapter's merge would read sharded weights); use ZeRO-2, or full weights"
             )
 
-    def build_options(self, cfg: TrainConfig, shapes: Any, setup: Any) -> dict[str, Any]:
+    def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
         colocate = cfg.rollout.colocate
         if shapes is None and colocate.kv_cache_gib is None:
             raise ValueError(

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from train.backend_kinds import GIB, backend_kind
 from train.config import TrainConfig
 from train.config_files import apply_override
-from train.memory_plan import FIT_FRACTION, MemoryPlan, ModelShapes, Setup, estimate, read_shapes
+from train.memory_plan import FIT_FRACTION, MemoryPlan, estimate, read_shapes
+from train.plan_inputs import ModelShapes, Setup
 
 if TYPE_CHECKING:  # accelerate loads only where the trainer makes its Accelerator
     from accelerate import Accelerator

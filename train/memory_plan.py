@@ -32,6 +32,7 @@ from typing import Any
 
 from train.backend_kinds import DTYPE_BYTES, backend_kind
 from train.config import TrainConfig
+from train.plan_inputs import ModelShapes, Setup
 
 FIT_FRACTION = 0.9
 """A plan fits when its peak is at most this share of the device's memory (the rest: CUDA context,
@@ -39,25 +40,6 @@ allocator fragmentation, the error of the estimate)."""
 LOGIT_BYTES = {4: 8, 2: 4}
 """Bytes per logit of a micro-batch during its backward pass, by the bytes of the head's output
 (``_activation_rows``)."""
-
-
-@dataclass(frozen=True)
-class ModelShapes:
-    """What the plan needs of an architecture, read from its ``config.json``."""
-
-    parameters: int
-    """Distinct parameters (a tied output head counted once)."""
-    linear: tuple[tuple[str, int, int], ...]
-    """``(last name, in features, out features)`` of every ``nn.Linear`` but the output head."""
-    head_parameters: int
-    """Parameters of the output head's weight ([V, H]), tied or not."""
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
 
 
 def read_shapes(config_json: str | Path) -> ModelShapes:
@@ -104,29 +86,6 @@ def read_shapes(config_json: str | Path) -> ModelShapes:
             f"{path}: the memory plan cannot read this architecture ({exc!r}); it knows decoder-only "
             "transformers causal LMs with hidden_size, intermediate_size and num_attention_heads"
         ) from None
-
-
-@dataclass(frozen=True)
-class Setup:
-    """Where the run runs: what the run config alone does not say."""
-
-    device: str
-    """``cuda``, ``cpu``, or ``stated`` (a size given on the command line)."""
-    device_bytes: int | None
-    """Memory of the device one process uses (the host's, for CPU processes on one host); None: unknown."""
-    processes: int = 1
-    """Processes of the launch (ZeRO divides among them)."""
-    zero_stage: int = 0
-    """DeepSpeed ZeRO stage (0: no DeepSpeed)."""
-    mixed_precision: str = "no"
-    """``model.mixed_precision`` resolved: ``no``, ``bf16`` or ``fp16``."""
-    inference_dtype: str | None = None
-    """``rollout.inference_dtype`` resolved (None: the policy itself samples)."""
-
-    @property
-    def half_autocast(self) -> bool:
-        """Whether the step runs under bf16 or fp16 autocast."""
-        return self.mixed_precision in ("bf16", "fp16")
 
 
 @dataclass(frozen=True)

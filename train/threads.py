@@ -15,11 +15,12 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from train.orchestrator import Orchestrator, StepRollouts
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class EventLoopThread:
@@ -54,7 +55,7 @@ class TorchWorker:
     def __init__(self, executor: concurrent.futures.Executor | None) -> None:
         self.executor = executor
 
-    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(*args, **kwargs)`` on the torch thread (or here), waiting for its result."""
         if self.executor is None:
             return fn(*args, **kwargs)
@@ -85,7 +86,7 @@ class Prefetch:
         return self.pending.pop(step).result()
 
 
-def timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+def timed(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> tuple[T, float]:
     """``fn(*args)`` and its wall time in seconds."""
     start = time.perf_counter()
-    return fn(*args), time.perf_counter() - start
+    return fn(*args, **kwargs), time.perf_counter() - start

@@ -14,7 +14,8 @@ from train import distributed
 from train.backend_kinds import KINDS, ColocateKind, backend_kind
 from train.config import RolloutConfig
 from train.config_files import load_config
-from train.memory_plan import Setup, estimate, read_shapes
+from train.memory_plan import estimate, read_shapes
+from train.plan_inputs import Setup
 
 ROOT = Path(__file__).resolve().parents[2]
 QWEN_7B = ROOT / "configs/models/qwen2.5-7b-instruct.json"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from train.config_files import load_config
-from train.memory_plan import LOGIT_BYTES, Setup, estimate, read_shapes
+from train.memory_plan import LOGIT_BYTES, estimate, read_shapes
+from train.plan_inputs import Setup
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs/train/tiny_test.yaml"
