@@ -31,9 +31,9 @@ class Example:
     text: Messages | str | None = None
     """A plain prompt: a chat conversation or a string (single-turn datasets)."""
     plain_answer: Any = ""
-    """A plain prompt's ground truth or other reference data for scoring (``state["answer"]``)."""
+    """A plain prompt's ground truth or other reference data for scoring (``Rollout.answer``)."""
     plain_info: dict[str, Any] = field(default_factory=dict)
-    """A plain prompt's free-form metadata (``state["info"]``; ``scenario`` names it for intervals)."""
+    """A plain prompt's free-form metadata (``Rollout.info``; ``scenario`` names it for intervals)."""
     plain_task: str = "default"
     """A plain prompt's task identifier, for datasets that mix tasks."""
 
@@ -78,7 +78,7 @@ class Example:
 
     @property
     def answer(self) -> Any:
-        """What a rollout's ``state["answer"]`` holds: the scenario's ground truth (``Scenario.answers``),
+        """What a rollout's ``answer`` holds: the scenario's ground truth (``Scenario.answers``),
         ``""`` for a criteria example (its criteria stay with the environment), or the plain answer."""
         if self.scenario is not None:
             return self.scenario.answers
@@ -95,7 +95,7 @@ class Example:
 
     @property
     def info(self) -> dict[str, Any]:
-        """A fresh copy of what a rollout's ``state["info"]`` starts as: a scenario's name (``scenario``) and
+        """A fresh copy of what a rollout's ``info`` starts as: a scenario's name (``scenario``) and
         reveals (``revealed_info``), a criteria example's id (``scenario``), or the plain info."""
         if self.scenario is not None:
             return {"scenario": self.scenario.name, "revealed_info": dict(self.scenario.revealed_info)}

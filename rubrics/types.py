@@ -11,7 +11,7 @@ written by ``envs.rollout.ScoredRollout``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -198,25 +198,7 @@ class Rollout:
         return state  # type: ignore[return-value]
 
 
-_STATE_FIELDS = (
-    "completion",
-    "answer",
-    "task",
-    "info",
-    "trajectory",
-    "timing",
-    "turn",
-    "is_truncated",
-    "stop_reason",
-    "sequence",
-    "reward",
-    "metrics",
-    "error",
-    "error_cause",
-    "reply_nodes",
-    "multistep",
-    "criteria",
-)
+_STATE_FIELDS = tuple(f.name for f in fields(Rollout) if f.name != "prompt")
 """The fields of a ``Rollout`` that a state may hold under the same key (``prompt`` aside)."""
 
 

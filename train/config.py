@@ -197,7 +197,7 @@ class AdvantageConfig(Section):
     credit: Literal["episode", "turn", "mixed"] = "episode"
     """``episode``: every reply of a rollout shares its advantage. ``turn``: each reply gets its own, its
     reward-to-go normalised among the group's replies that answered the same requirement node
-    (``rubrics.advantages.assign_reply_advantages``; ``docs/training.md``). ``mixed``: the episode advantage
+    (``rubrics.advantages.reply_credit_per_node``; ``docs/training.md``). ``mixed``: the episode advantage
     plus ``node_weight`` times the ``turn`` one (GiGPO's sum). ``turn`` and ``mixed`` need an environment
     that credits replies one by one (``env.type: multistep``)."""
     node_weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)

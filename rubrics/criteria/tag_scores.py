@@ -1,4 +1,4 @@
-"""Results by tag, HealthBench's way, from the verdicts a ``criteria`` rollout keeps in ``state["criteria"]``
+"""Results by tag, HealthBench's way, from the verdicts a ``criteria`` rollout keeps in ``rollout.criteria``
 (``rubrics.types.CriteriaVerdicts``).
 
 The per-example numbers and their aggregation follow OpenAI simple-evals' ``healthbench_eval.py``
