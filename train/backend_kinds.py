@@ -127,8 +127,8 @@ class ColocateKind(BackendKind):
 
     def engine_dtype(self, cfg: TrainConfig, setup: Setup) -> str:
         """``rollout.colocate.dtype`` resolved as the engine resolves it
-        (``envs.backends.colocate.engine_dtype``): ``auto`` is bfloat16 on a GPU and on a CPU that computes it
-        natively, float32 on other CPUs."""
+        (``envs.backends.vllm_engine.engine_dtype``): ``auto`` is bfloat16 on a GPU and on a CPU that
+        computes it natively, float32 on other CPUs."""
         from train.distributed import cpu_has_native_bf16
 
         dtype = cfg.rollout.colocate.dtype

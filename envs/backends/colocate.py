@@ -39,7 +39,6 @@ import asyncio
 import concurrent.futures
 import itertools
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -55,12 +54,19 @@ from envs.backends.base import (
     compare_greedy,
     sync_check_prompt,
 )
+from envs.backends.vllm_engine import (
+    build_engine,
+    engine_dtype,
+    is_tied_head,
+    load_into_worker,
+    module_by_module,
+    on_cuda,
+)
 from envs.models.adapters import is_adapted, merged_weights
 
 if TYPE_CHECKING:
     from envs.backends.decode import DecodeStats
 
-ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 DTYPE_GAP = 0.5
 """Nats a greedy token of an engine in another dtype than the policy's may lie below the policy's best token,
 and its logprob from the policy's (``ColocatedVllmBackend.check_sync``)."""
@@ -73,117 +79,6 @@ class _Request:
     params: SamplingParams
     future: asyncio.Future[list[Sample]] = field(repr=False)
     version: int = 0
-
-
-def on_cuda() -> bool:
-    """Whether this process samples on a CUDA GPU (vLLM's CUDA build is installed and sees one)."""
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-def engine_dtype(dtype: str) -> str:
-    """The engine's dtype: ``auto`` is bfloat16 on a GPU and on a CPU that computes it natively (AVX-512 BF16
-    or AMX), float32 on other CPUs (where bf16 is emulated, and slow); the importance-sampling correction
-    accounts for a dtype apart from the trainer's, as it does for the local backend's sampling copy."""
-    if dtype not in ENGINE_DTYPES:
-        raise ValueError(f"engine dtype must be one of {ENGINE_DTYPES}, got {dtype!r}")
-    if dtype != "auto":
-        return dtype
-    import torch
-
-    native = on_cuda() or torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    return "bfloat16" if native else "float32"
-
-
-def _build_engine(
-    model_dir: str,
-    max_model_len: int,
-    kv_cache_bytes: int | None,
-    dtype: str,
-    sleep: bool,
-    seed: int,
-    max_num_seqs: int,
-    max_num_batched_tokens: int | None,
-) -> Any:
-    """The ``vllm.LLM`` of ``model_dir``, in this process (runs on the backend's thread)."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process, not a child
-    import torch
-    import torch.distributed as dist
-
-    threads = torch.get_num_threads()  # vLLM sets 1 for serving; the trainer's passes want them all
-    from vllm import LLM
-
-    kwargs: dict[str, Any] = {
-        "model": model_dir,
-        "dtype": engine_dtype(dtype),
-        "max_model_len": max_model_len,
-        "logprobs_mode": "processed_logprobs",
-        "seed": seed,
-        "max_num_seqs": max_num_seqs,
-        "enable_prefix_caching": True,
-        "trust_remote_code": False,
-    }
-    if kv_cache_bytes is not None:
-        kwargs["kv_cache_memory_bytes"] = int(kv_cache_bytes)
-    if max_num_batched_tokens is not None:
-        kwargs["max_num_batched_tokens"] = max_num_batched_tokens
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        kwargs["distributed_executor_backend"] = "external_launcher"  # one replica per rank
-    if on_cuda():
-        kwargs["enable_sleep_mode"] = sleep
-    else:
-        kwargs["enforce_eager"] = True  # no graphs to capture on a CPU
-    try:
-        llm = LLM(**kwargs)
-    finally:
-        torch.set_num_threads(threads)
-    return llm
-
-
-def module_by_module(module: Any) -> Iterator[tuple[str, Any]]:
-    """``(name, tensor)`` for every parameter and persistent buffer of ``module``, in checkpoint names;
-    under DeepSpeed ZeRO-3 each submodule's own parameters are gathered while they are read, one module at
-    a time (collective: every process calls it), so the whole model is never gathered at once."""
-    gather = _zero3_gather()
-    for prefix, sub in module.named_modules():
-        own = list(sub.named_parameters(recurse=False))
-        with gather([p for _, p in own]):
-            for name, param in own:
-                # a gathered shard's storage is DeepSpeed's to reuse once the module is released: copy it
-                tensor = param.detach().clone() if hasattr(param, "ds_id") else param.detach()
-                yield (f"{prefix}.{name}" if prefix else name), tensor
-        for name, buffer in sub.named_buffers(recurse=False):
-            if name not in getattr(sub, "_non_persistent_buffers_set", set()):
-                yield (f"{prefix}.{name}" if prefix else name), buffer.detach()
-
-
-def _zero3_gather() -> Any:
-    """``deepspeed.zero.GatheredParameters`` where DeepSpeed is installed (it does nothing for parameters
-    that are not ZeRO-3 shards), else a context that does nothing."""
-    import contextlib
-
-    try:
-        from deepspeed.zero import GatheredParameters
-    except ImportError:
-        return lambda params: contextlib.nullcontext()
-    return lambda params: (
-        GatheredParameters(params, modifier_rank=None) if params else contextlib.nullcontext()
-    )
-
-
-def _load_into_worker(worker: Any, weights: Iterator[tuple[str, Any]]) -> float:
-    """Runs inside the engine's worker (this process): load checkpoint-format tensors in place (read one at
-    a time from ``weights``) and re-tie a tied output head; returns the seconds it took."""
-    import torch
-
-    from envs.serving.worker import retie_output_head
-
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
-        retie_output_head(worker.model_runner.get_model())
-    return time.perf_counter() - t0
 
 
 class ColocatedVllmBackend:
@@ -229,7 +124,7 @@ class ColocatedVllmBackend:
         """Whether ``release`` puts the engine to sleep (``sleep`` asked for, and a CUDA device)."""
         t0 = time.perf_counter()
         self.engine: Any = self.executor.submit(
-            _build_engine,
+            build_engine,
             self.model_dir,
             max_model_len,
             kv_cache_bytes,
@@ -407,13 +302,13 @@ class ColocatedVllmBackend:
             nonlocal handed
             source = merged_weights(module) if is_adapted(module) else module_by_module(module)
             for name, tensor in source:
-                if not _is_tied_head(module, name):
+                if not is_tied_head(module, name):
                     handed += tensor.numel() * tensor.element_size()
                     yield name, tensor
 
         with self.lock:
             self._wake(("weights",))
-            (seconds,) = self.engine.collective_rpc(_load_into_worker, args=(tensors(),))
+            (seconds,) = self.engine.collective_rpc(load_into_worker, args=(tensors(),))
             self.engine.reset_prefix_cache()  # cached blocks hold keys and values of the old weights
             self._wake()
         return {"sync/bytes": float(handed), "sync/load_s": float(seconds)}
@@ -465,13 +360,3 @@ def _chosen_logprob(step: Mapping[int, Any] | None, token: int) -> float:
     if not step or token not in step:
         return math.nan
     return float(step[token].logprob)
-
-
-def _is_tied_head(module: Any, name: str) -> bool:
-    """``lm_head.weight`` of a model that ties it to its input embedding (checkpoints leave it out; the
-    worker re-ties it)."""
-    base = module.get_base_model() if hasattr(module, "get_base_model") else module
-    config: Any = getattr(base, "config", None)
-    if hasattr(config, "get_text_config"):
-        config = config.get_text_config()
-    return name == "lm_head.weight" and bool(getattr(config, "tie_word_embeddings", False))

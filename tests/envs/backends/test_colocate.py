@@ -183,7 +183,7 @@ def test_a_bf16_engine_is_checked_within_rounding_of_a_float32_policy(
 
 
 def test_module_by_module_gives_the_checkpoint_names(tiny_model_dir: Path) -> None:
-    from envs.backends.colocate import module_by_module
+    from envs.backends.vllm_engine import module_by_module
 
     policy = _policy(tiny_model_dir)
     names = [name for name, _ in module_by_module(policy)]
