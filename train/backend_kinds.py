@@ -20,8 +20,8 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 Line = tuple[str, str, int, str]
 """One row of the memory plan (``train.memory_plan.Row``): its part (``held``, ``step``, ``generation``),
 name, bytes and note."""
-# The model's shapes and the setup are ``train.memory_plan``'s ``Any`` and ``Setup``, typed ``Any``
-# here: the plan asks the kinds, so the kinds may not import the plan.
+# The model's shapes and the setup come from ``train.plan_inputs``: the plan asks the kinds, so the kinds
+# may not import the plan.
 
 
 def kv_cache_bytes(cfg: TrainConfig, s: ModelShapes, act: int) -> int:
