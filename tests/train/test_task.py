@@ -81,7 +81,7 @@ def test_judge_endpoint_override(tiny_model_dir: Path, monkeypatch) -> None:
     env, _, _ = build_task(cfg, tokenizer)
     judge = env.multistep_rubric.judges["llm"]
     assert isinstance(judge, LLMRequirementJudge) and env.multistep_rubric.default_judge == "llm"
-    assert (judge.base_url, judge.model) == ("http://judge-host:9000/v1", "qwen-judge")
+    assert (judge.endpoint.base_url, judge.endpoint.model) == ("http://judge-host:9000/v1", "qwen-judge")
     with pytest.raises(
         ValueError, match=r"env\.judge_base_url: the judge in use, 'rules', is not an LLM judge"
     ):
