@@ -249,6 +249,7 @@ def make_backend(
     model_dir: str | Path,
     *,
     vllm_urls: Sequence[str] = (),
+    weights_dir: str | None = None,
     policy: Any = None,
     tokenizer: Any = None,
     max_batch_rows: int = 64,
@@ -262,11 +263,11 @@ def make_backend(
     ``local``: transformers in this process, sampling from ``policy`` (the trainer's module, with its
     ``tokenizer``) or, without one, from ``model_dir`` loaded on the CPU in float32; ``max_batch_rows`` and
     ``sampling_dtype`` as ``LocalBackend`` takes them, and ``executor``, the thread it runs torch on (its own
-    when None). ``vllm``: the servers at ``vllm_urls``, which serve
-    ``model_dir``; the tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
-    ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in this process on ``model_dir``,
-    built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s; by default 4096 tokens a
-    sequence and a KV cache of 1 GiB), its engine calls on ``executor``."""
+    when None). ``vllm``: the servers at ``vllm_urls``, which serve ``model_dir`` and read each step's
+    weights from ``weights_dir`` (``VllmBackend``'s); the tokenizer is ``tokenizer``, or ``model_dir``'s; a
+    LoRA policy's adapters are named ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in
+    this process on ``model_dir``, built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s;
+    by default 4096 tokens a sequence and a KV cache of 1 GiB), its engine calls on ``executor``."""
     if backend == "local":
         local = _local_backend(model_dir, policy, tokenizer, max_batch_rows, sampling_dtype, executor)
         return local, local.tokenizer
@@ -274,7 +275,10 @@ def make_backend(
         from envs.backends.vllm import VllmBackend
 
         tokenizer = _tokenizer_for(model_dir, tokenizer)
-        return VllmBackend(vllm_urls, str(model_dir), adapter_prefix=adapter_prefix), tokenizer
+        backend_ = VllmBackend(
+            vllm_urls, str(model_dir), adapter_prefix=adapter_prefix, weights_dir=weights_dir
+        )
+        return backend_, tokenizer
     if backend == "vllm_colocate":
         from envs.backends.colocate import ColocatedVllmBackend
 

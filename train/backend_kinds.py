@@ -116,7 +116,7 @@ class ServerKind(BackendKind):
                 raise ValueError(f"model.lora.r: {exc}") from None
 
     def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
-        return {"vllm_urls": cfg.rollout.vllm_urls}
+        return {"vllm_urls": cfg.rollout.vllm_urls, "weights_dir": cfg.rollout.weights_dir}
 
 
 class ColocateKind(BackendKind):

@@ -121,6 +121,11 @@ class RolloutConfig(Section):
     """The colocated engine's dtype, memory and sleep mode (backend ``vllm_colocate``)."""
     vllm_urls: list[str] = Field(default_factory=list)
     """Root URLs of the vLLM servers (backend ``vllm``)."""
+    weights_dir: str | None = None
+    """Where the trainer writes each step's weights for the vLLM servers to load (backend ``vllm``): a folder
+    every server can read. None: ``/dev/shm`` (else the system's temporary folder), which only servers on
+    the trainer's machine see; servers on other machines need a filesystem they share with it
+    (``docs/training.md``, Several machines)."""
     prompts_per_step: int = Field(2, ge=1)
     """Examples (scenarios) per optimiser step."""
     sampler: Literal["shuffle", "balanced"] = "shuffle"
@@ -173,6 +178,10 @@ class RolloutConfig(Section):
     def _urls_for_vllm(self) -> RolloutConfig:
         if self.backend == "vllm" and not self.vllm_urls:
             raise ValueError("rollout.vllm_urls: backend 'vllm' needs at least one server URL")
+        if self.backend != "vllm" and self.weights_dir is not None:
+            raise ValueError(
+                "rollout.weights_dir: only backend 'vllm' writes weights to a folder (the servers read them)"
+            )
         if self.backend != "local" and self.inference_dtype is not None:
             raise ValueError(
                 "rollout.inference_dtype: only for backend 'local' (vLLM samples in its own dtype: "

@@ -142,10 +142,11 @@ class ColocatedVllmBackend:
         self.weight_version = 0
         """The optimiser step whose weights the engine holds (stamped on every request when it is added)."""
         self.sync_stats: dict[str, float] = {}
-        self.decode_stats: DecodeStats | None = None  # the engine decodes: no loop of ours to count
         """What the last ``sync_weights`` did: ``sync/bytes`` handed over and ``sync/load_s``, the seconds
         from the first tensor read (gathered, or merged with its adapter) to the last loaded; the trainer logs
         it."""
+        self.decode_stats: DecodeStats | None = None
+        """None: the engine decodes, so there is no decode loop of ours to count."""
         self.asleep = False
         """Whether the engine is asleep (``release``)."""
         self._ids = itertools.count()

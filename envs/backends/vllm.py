@@ -76,6 +76,9 @@ class VllmBackend:
         skip_special_tokens: Passed to the server for the ``text`` field only (ids are never affected).
         adapter_prefix: A LoRA run's adapters are named ``<adapter_prefix>-step-N`` on the servers: give
             every process of a run the same one (random by default).
+        weights_dir: Where each step's weights are written for the servers to read; a folder every server
+            sees (a shared filesystem for servers on other machines). None: ``/dev/shm`` or the temporary
+            folder of this machine.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class VllmBackend:
         backoff_s: float = 0.5,
         skip_special_tokens: bool = True,
         adapter_prefix: str | None = None,
+        weights_dir: str | None = None,
     ) -> None:
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -120,12 +124,17 @@ class VllmBackend:
         """Nothing in this process generates from the policy's weights; held by the trainer all the same."""
         self.weight_version = 0
         """The step of the weights last pushed (requests are stamped with it when they are sent)."""
-        self.adapters = AdapterSync(self.base_urls, max(self.timeout_s, 300.0), prefix=adapter_prefix)
+        self.weights_dir = weights_dir
+        """Where each step's weights (or adapter) are written for the servers to read: a folder they all see
+        (None: ``/dev/shm`` or the system's temporary folder, for servers on this machine)."""
+        timeout = max(self.timeout_s, 300.0)
+        self.adapters = AdapterSync(self.base_urls, timeout, prefix=adapter_prefix, tmp_dir=weights_dir)
         """A LoRA policy's adapters on the servers; requests name the current one (else ``model``)."""
         self.sync_stats: dict[str, float] = {}
-        self.decode_stats: DecodeStats | None = None  # the engine decodes: no loop of ours to count
         """What the last ``sync_weights`` sent (``sync/bytes``) and how long writing (``sync/save_s``) and
         loading it on the servers (``sync/load_s``) took; the trainer logs it with each step."""
+        self.decode_stats: DecodeStats | None = None
+        """None: the engine decodes, so there is no decode loop of ours to count."""
         self._rotation = itertools.count()
         self._semaphore: asyncio.Semaphore | None = None
         self._client: httpx.AsyncClient | None = None
@@ -181,7 +190,9 @@ class VllmBackend:
             if adapted:
                 self.sync_stats = await self.adapters.push(weights.module, state_dict, step)
             else:
-                pushed = await push_weights(self.base_urls, state_dict, weight_version=f"step-{step}")
+                pushed = await push_weights(
+                    self.base_urls, state_dict, weight_version=f"step-{step}", tmp_dir=self.weights_dir
+                )
                 self.sync_stats = {
                     "sync/bytes": float(pushed.bytes),
                     "sync/save_s": pushed.save_seconds,

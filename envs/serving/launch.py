@@ -1,7 +1,8 @@
 """Start a vLLM server with the flags RL needs, wait for health, print the URL, block until Ctrl-C.
 
 ``serve("path/to/model")`` (and ``rubric-grpo serve``, ``scripts/serve_vllm.py``) runs
-:class:`envs.serving.server.VllmServer` from the server's own virtual environment (``.venv-vllm``) with:
+:class:`envs.serving.server.VllmServer` with the Python that has vLLM (this one;
+``RUBRIC_GRPO_VLLM_PYTHON`` names another) and:
 
 - ``VLLM_SERVER_DEV_MODE=1``: the control routes (``/pause``, ``/resume``, ``/collective_rpc``,
   ``/reset_prefix_cache``, ``/update_weight_version``, the native weight-transfer routes);

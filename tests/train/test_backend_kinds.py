@@ -99,3 +99,16 @@ def test_a_lora_policy_under_zero3_is_refused_before_loading(monkeypatch: pytest
 def test_the_local_backends_sampling_dtype_is_rejected_for_the_engine() -> None:
     with pytest.raises(ValueError, match=r"rollout\.inference_dtype: only for backend 'local'"):
         _cfg("rollout.inference_dtype=bfloat16")
+
+
+def test_the_servers_weights_folder_reaches_the_backend_and_only_the_server_backend() -> None:
+    server = [
+        "rollout.backend=vllm",
+        "rollout.vllm_urls=[http://node7:8000]",
+        "rollout.weights_dir=/shared/w",
+    ]
+    cfg = load_config(ROOT / "configs/train/tiny_test.yaml", server)
+    options = backend_kind(cfg.rollout).build_options(cfg, None, Setup("cpu", GIB))
+    assert options == {"vllm_urls": ["http://node7:8000"], "weights_dir": "/shared/w"}
+    with pytest.raises(ValueError, match=r"rollout\.weights_dir: only backend 'vllm' writes weights"):
+        _cfg("rollout.weights_dir=/shared/w")
