@@ -71,6 +71,9 @@ class RubricGroup(Rubric):
     def _has_group_funcs(self) -> list[str]:
         return [n for r in self.rubrics for n in r._has_group_funcs()]
 
+    def _asks_for_state(self) -> bool:
+        return any(r._asks_for_state() for r in self.rubrics)
+
     def check_bindings(self) -> None:
         """Every child's bindings (a group scores nothing while one of its children cannot)."""
         for rubric in self.rubrics:

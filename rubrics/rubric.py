@@ -140,6 +140,10 @@ class Rubric:
     def _has_group_funcs(self) -> list[str]:
         return [b.name for b in self._bindings if b.is_group]
 
+    def _asks_for_state(self) -> bool:
+        """Whether a function asks for the seed API's ``state`` dict (by name, plural, or ``**kwargs``)."""
+        return any(b.takes_var_kwargs or {"state", "states"} & set(b.params) for b in self._bindings)
+
     # -- scoring ------------------------------------------------------------------------------------
 
     async def score_rollout(self, state: State) -> None:
@@ -150,18 +154,14 @@ class Rubric:
                 f"score_rollout cannot run group reward functions ({', '.join(group_funcs)}); "
                 "they need the whole group: use score_group(states)"
             )
-        rollout = Rollout.from_state(state)
-        start = time.perf_counter()
-        (score,) = await self._score_states([self._state_injectables(state, rollout)], group=False)
-        write_score(rollout, score, (time.perf_counter() - start) * 1000.0)
-        rollout.write_score(state)
+        await self._score_hand_built([state], group=False)
 
     async def score_group(self, states: list[State]) -> None:
         """Score a group of hand-built states of one prompt with every function; sets rewards and advantages
         (reward minus the group's mean, ``group_advantages`` unscaled)."""
-        await self.score_rewards(states)
-        rewards_G = [float(s.get("reward", math.nan)) for s in states]
-        errored_G = [bool(s.get("error")) for s in states]
+        rollouts = await self._score_hand_built(states, group=True)
+        rewards_G = [math.nan if r.reward is None else r.reward for r in rollouts]
+        errored_G = [bool(r.error) for r in rollouts]
         advantages_G = group_advantages(rewards_G, errored_G, "none").advantages_G
         for state, advantage in zip(states, advantages_G, strict=True):
             state["advantage"] = advantage
@@ -169,22 +169,30 @@ class Rubric:
     async def score_rewards(self, states: list[State]) -> None:
         """Score a group of hand-built states of one prompt with every function (group functions included);
         sets rewards, metrics and timing, not advantages."""
+        await self._score_hand_built(states, group=True)
+
+    async def _score_hand_built(self, states: list[State], group: bool) -> list[Rollout]:
+        """Score ``states`` as rollouts, their reward functions given the states' own keys; write each score
+        back into its state, and return the rollouts."""
         rollouts = [Rollout.from_state(s) for s in states]
         injectables = [self._state_injectables(s, r) for s, r in zip(states, rollouts, strict=True)]
-        await self._score_group(rollouts, injectables)
+        await self._score_group(rollouts, injectables, group)
         for state, rollout in zip(states, rollouts, strict=True):
-            rollout.write_score(state)
+            rollout.write_score_into(state)
+        return rollouts
 
     async def score_rollouts(self, rollouts: Sequence[Rollout], example: Any = None) -> None:
         """Score a group of rollouts of one example (``example``, injected by that name) with every function,
         group functions included; sets their rewards, metrics and timing, not advantages."""
-        await self._score_group(list(rollouts), [self._injectables(r, example) for r in rollouts])
+        await self._score_group(list(rollouts), [self._injectables(r, example) for r in rollouts], True)
 
-    async def _score_group(self, rollouts: list[Rollout], injectables: list[dict[str, Any]]) -> None:
+    async def _score_group(
+        self, rollouts: list[Rollout], injectables: list[dict[str, Any]], group: bool
+    ) -> None:
         if not rollouts:
             return
         start = time.perf_counter()
-        scores = await self._score_states(injectables, group=True)
+        scores = await self._score_states(injectables, group=group)
         elapsed_ms = (time.perf_counter() - start) * 1000.0
         for rollout, score in zip(rollouts, scores, strict=True):
             write_score(rollout, score, elapsed_ms)
@@ -235,14 +243,14 @@ class Rubric:
         }
 
     def _injectables(self, rollout: Rollout, example: Any) -> dict[str, Any]:
-        """What a typed rollout offers reward functions (``state``: its dict form, for the seed API's
-        functions)."""
+        """What a typed rollout offers reward functions (``state``: its dict form, made only for a function
+        of the seed API's that asks for it)."""
         return {
             "prompt": rollout.prompt,
             "completion": rollout.completion,
             "answer": rollout.answer,
             "task": rollout.task,
-            "state": rollout.to_state(),
+            "state": rollout.to_state() if self._asks_for_state() else None,
             "info": rollout.info,
             "rollout": rollout,
             "example": example,

@@ -174,7 +174,7 @@ class Rollout:
         known = {f: state[f] for f in _STATE_FIELDS if state.get(f) is not None}
         return cls(prompt=state.get("prompt", ""), **known)
 
-    def write_score(self, state: State) -> None:
+    def write_score_into(self, state: State) -> None:
         """Write what scoring set (reward, metrics, timing, error and its cause, verdicts) into ``state``."""
         assert self.reward is not None  # scored
         state["reward"], state["metrics"], state["timing"] = self.reward, self.metrics, self.timing

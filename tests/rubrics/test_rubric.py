@@ -9,6 +9,7 @@ import time
 import pytest
 
 from rubrics import Rubric, RubricGroup
+from rubrics.types import Rollout
 
 # -- error policy ------------------------------------------------------------------------------------
 
@@ -167,3 +168,24 @@ async def test_generation_time_is_added_to_total() -> None:
     state = {"completion": "a", "timing": {"generation_ms": 100.0, "total_ms": 100.0}}
     await Rubric(funcs=[length]).score_rollout(state)
     assert state["timing"]["total_ms"] == pytest.approx(100.0 + state["timing"]["scoring_ms"])
+
+
+async def test_a_typed_rollout_is_given_as_the_seed_apis_dict_to_functions_that_ask_for_it() -> None:
+    seen: list[object] = []
+
+    def by_name(state: dict) -> float:
+        seen.append(state)
+        return 1.0
+
+    def everything(**kwargs: object) -> float:
+        seen.append(kwargs["state"])
+        return 0.25
+
+    def typed(rollout: Rollout) -> float:
+        return 0.5 if rollout.completion == "c" else 0.0
+
+    rollout = Rollout(prompt="p", completion="c")
+    # asked for in a child of a group, and through **kwargs: the dict is made; 1.0 + 0.25 + 0.5
+    await RubricGroup([Rubric(funcs=[typed]), Rubric(funcs=[by_name, everything])]).score_rollouts([rollout])
+    assert rollout.reward == 1.75 and [s["completion"] for s in seen] == ["c", "c"]  # type: ignore[index]
+    assert Rubric(funcs=[typed])._injectables(rollout, None)["state"] is None  # asked by none: not made
