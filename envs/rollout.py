@@ -149,10 +149,6 @@ class ScoredRollout:
 
         Raises:
             ValueError: naming the field that is missing, unknown or of the wrong form."""
-        return cls._build(data)
-
-    @classmethod
-    def _build(cls, data: Mapping[str, Any]) -> ScoredRollout:
         unknown = [k for k in data if k not in cls.__dataclass_fields__]
         if unknown:
             raise ValueError(f"field {unknown[0]!r} is not one of a scored rollout")

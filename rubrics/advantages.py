@@ -245,17 +245,15 @@ def reply_credit_per_node(
         zip(rewards_NG, errored_NG, credits_NG, strict=True)
     ):
         by_node: dict[str, tuple[list[tuple[int, int]], list[float]]] = {}
-        kept_G = [
-            [] if is_errored(r, e) else list(c)
-            for r, e, c in zip(rewards_G, errored_G, credits_G, strict=True)
-        ]
+        healthy_G = [not is_errored(r, e) for r, e in zip(rewards_G, errored_G, strict=True)]
+        kept_G = [list(c) if ok else [] for ok, c in zip(healthy_G, credits_G, strict=True)]
         for i, credits in enumerate(kept_G):
             for k, c in enumerate(credits):
                 members, values = by_node.setdefault(c.node, ([], []))
                 members.append((i, k))
                 values.append(c.reward_to_go)
         pools += [(g, members, values) for members, values in by_node.values()]
-        healthy_N.append(sum(not is_errored(r, e) for r, e in zip(rewards_G, errored_G, strict=True)))
+        healthy_N.append(sum(healthy_G))
         kept_credits_NG.append(kept_G)
     results = step_advantages([v for _, _, v in pools], [[False] * len(v) for _, _, v in pools], scale, eps)
     replies_NG = [[[0.0] * len(c) for c in credits_G] for credits_G in kept_credits_NG]

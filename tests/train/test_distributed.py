@@ -35,6 +35,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def launch_env() -> dict[str, str]:
+    """The environment of a launched run: offline, and without the parent's wandb service (each run starts
+    its own)."""
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    env.update(WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    return env
+
+
 def _launch(
     accelerate_config: str,
     model_dir: Path,
@@ -57,10 +65,8 @@ def _launch(
         f"logging.output_dir={out}",
         *overrides,
     ]
-    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # each run gets its own wandb service
-    env.update(WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.run(
-        cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        cmd, cwd=REPO_ROOT, env=launch_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
     )
 
 

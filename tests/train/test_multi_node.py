@@ -11,25 +11,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.train.test_distributed import REPO_ROOT, TIMEOUT_S, _check_run, _free_port
+from tests.train.test_distributed import REPO_ROOT, TIMEOUT_S, _check_run, _free_port, launch_env
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
 DRIVER = REPO_ROOT / "tests" / "support" / "multi_node_driver.py"
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # each run its own wandb service
-    env.update(WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    return env
 
 
 def _on_two_machines(command: list[str]) -> list[subprocess.CompletedProcess[str]]:
@@ -38,7 +31,7 @@ def _on_two_machines(command: list[str]) -> list[subprocess.CompletedProcess[str
         subprocess.Popen(
             [part.format(rank=rank) for part in command],
             cwd=REPO_ROOT,
-            env=_env(),
+            env=launch_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -83,7 +76,7 @@ def test_two_machines_step_as_one_process_on_the_global_batch(tiny_model_dir: Pa
     alone = subprocess.run(
         [sys.executable, str(DRIVER), str(tiny_model_dir), str(tmp_path / "one")],
         cwd=REPO_ROOT,
-        env=_env(),
+        env=launch_env(),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
