@@ -164,6 +164,7 @@ def test_a_bf16_engine_is_checked_within_rounding_of_a_float32_policy(
 ) -> None:
     """An engine in another dtype than the policy's passes the check on the policy it holds and fails it on
     another policy (the greedy tokens of a bf16 engine may differ from float32's where two are close)."""
+    vllm_in_process_or_skip()
     from transformers import AutoTokenizer
 
     from envs.backends.colocate import ColocatedVllmBackend
