@@ -33,20 +33,20 @@ accelerate_config=${ACCELERATE_CONFIG:-configs/accelerate/multi_node.yaml}
 trainers=("${nodes[@]:0:train_nodes}")
 servers=("${nodes[@]:train_nodes}")
 
-run() {  # a command, or its line when DRY_RUN=1
-    if [ "${DRY_RUN:-0}" = 1 ]; then printf '%q ' "$@"; echo; else "$@"; fi
-}
+dry_run() { [ "${DRY_RUN:-0}" = 1 ]; }
 
 overrides=("$@")
 if [ "$serve_nodes" -gt 0 ]; then
     [ -n "${WEIGHTS_DIR:-}" ] || { echo "slurm_train.sh: set WEIGHTS_DIR to a folder every node mounts" >&2; exit 2; }
     urls=()
     for host in "${servers[@]}"; do
-        run srun --nodes=1 --ntasks=1 -w "$host" .venv/bin/rubric-grpo serve "$model" --host 0.0.0.0 \
-            --port "$serve_port" &
+        serve=(srun --nodes=1 --ntasks=1 -w "$host" .venv/bin/rubric-grpo serve "$model" --host 0.0.0.0
+               --port "$serve_port")
+        # a dry run prints each line whole, in order (two background printers could interleave theirs)
+        if dry_run; then echo "$(printf '%q ' "${serve[@]}")"; else "${serve[@]}" & fi
         urls+=("http://$host:$serve_port/v1")
     done
-    if [ "${DRY_RUN:-0}" != 1 ]; then
+    if ! dry_run; then
         for url in "${urls[@]}"; do  # the trainer starts once every server answers
             until curl -sf "${url%/v1}/health" > /dev/null; do sleep 5; done
         done
@@ -63,7 +63,7 @@ launch="$(quoted .venv/bin/accelerate launch --config_file "$accelerate_config" 
     --num_processes "$(( train_nodes * gpus ))")--machine_rank \"\$SLURM_PROCID\" $(quoted \
     --main_process_ip "${trainers[0]}" --main_process_port "$main_port" \
     -m train "$config" "model.name_or_path=$model" "${overrides[@]}")"
-if [ "${DRY_RUN:-0}" = 1 ]; then
+if dry_run; then
     echo "srun --nodes=$train_nodes --ntasks-per-node=1 -w $trainer_list bash -c $launch"
 else
     srun --nodes="$train_nodes" --ntasks-per-node=1 -w "$trainer_list" bash -c "$launch"
