@@ -29,6 +29,7 @@ from rubrics.multistep.scenario import Scenario
 
 if TYPE_CHECKING:
     from envs.backends.local import LocalBackend
+    from envs.serving.transfer import NcclSettings
 
 T = TypeVar("T")
 
@@ -250,6 +251,7 @@ def make_backend(
     *,
     vllm_urls: Sequence[str] = (),
     weights_dir: str | None = None,
+    nccl: NcclSettings | None = None,
     policy: Any = None,
     tokenizer: Any = None,
     max_batch_rows: int = 64,
@@ -264,8 +266,9 @@ def make_backend(
     ``tokenizer``) or, without one, from ``model_dir`` loaded on the CPU in float32; ``max_batch_rows`` and
     ``sampling_dtype`` as ``LocalBackend`` takes them, and ``executor``, the thread it runs torch on (its own
     when None). ``vllm``: the servers at ``vllm_urls``, which serve ``model_dir`` and read each step's
-    weights from ``weights_dir`` (``VllmBackend``'s); the tokenizer is ``tokenizer``, or ``model_dir``'s; a
-    LoRA policy's adapters are named ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in
+    weights from ``weights_dir``, or receive them over NCCL with ``nccl`` set (``VllmBackend``'s); the
+    tokenizer is ``tokenizer``, or ``model_dir``'s; a LoRA policy's adapters are named
+    ``<adapter_prefix>-step-N`` there. ``vllm_colocate``: a vLLM engine in
     this process on ``model_dir``, built with ``colocate``'s keyword arguments (``ColocatedVllmBackend``'s;
     by default 4096 tokens a sequence and a KV cache of 1 GiB), its engine calls on ``executor``."""
     if backend == "local":
@@ -276,7 +279,7 @@ def make_backend(
 
         tokenizer = _tokenizer_for(model_dir, tokenizer)
         backend_ = VllmBackend(
-            vllm_urls, str(model_dir), adapter_prefix=adapter_prefix, weights_dir=weights_dir
+            vllm_urls, str(model_dir), adapter_prefix=adapter_prefix, weights_dir=weights_dir, nccl=nccl
         )
         return backend_, tokenizer
     if backend == "vllm_colocate":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from envs.serving.transfer import NcclSettings
 from train.config import RolloutConfig, TrainConfig
 from train.plan_inputs import ModelShapes, Setup
 
@@ -104,7 +105,12 @@ class ServerKind(BackendKind):
         ]
 
     def check_before_load(self, cfg: TrainConfig) -> None:
-        """A LoRA run: every server loads adapters of its rank at run time (``--enable-lora``)."""
+        """The NCCL path: this host can run it (CUDA, NCCL, vLLM's CUDA build). A LoRA run: every server
+        loads adapters of its rank at run time (``--enable-lora``)."""
+        if cfg.rollout.transfer.path == "nccl":
+            from envs.serving.transfer import check_nccl_host
+
+            check_nccl_host()
         if cfg.model.lora is None:
             return
         from envs.serving.adapters import check_lora_server
@@ -116,7 +122,13 @@ class ServerKind(BackendKind):
                 raise ValueError(f"model.lora.r: {exc}") from None
 
     def build_options(self, cfg: TrainConfig, shapes: ModelShapes | None, setup: Setup) -> dict[str, Any]:
-        return {"vllm_urls": cfg.rollout.vllm_urls, "weights_dir": cfg.rollout.weights_dir}
+        transfer = cfg.rollout.transfer
+        nccl = (
+            NcclSettings(transfer.address, transfer.port, transfer.buffer_mib << 20, transfer.timeout_s)
+            if transfer.path == "nccl"
+            else None
+        )
+        return {"vllm_urls": cfg.rollout.vllm_urls, "weights_dir": cfg.rollout.weights_dir, "nccl": nccl}
 
 
 class ColocateKind(BackendKind):

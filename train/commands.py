@@ -143,6 +143,7 @@ def serve(args: argparse.Namespace) -> int:
         extra_args=vllm_args,
         max_model_len=args.max_model_len,
         lora_rank=args.lora_rank,
+        weight_transfer=args.weight_transfer,
     )
 
 
@@ -168,6 +169,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="R",
         help="serve the base model of a LoRA run with model.lora.r = R (loads its adapters at run time)",
+    )
+    parser.add_argument(
+        "--weight-transfer",
+        choices=["nccl"],
+        help="also take full weights over vLLM's NCCL transfer engine (rollout.transfer.path 'nccl', a CUDA "
+        "host); without it, weights arrive as files",
     )
 
 

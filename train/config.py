@@ -108,6 +108,26 @@ class ColocateConfig(Section):
     """Most sequences the engine decodes at once."""
 
 
+class TransferConfig(Section):
+    """How each step's full weights reach the vLLM servers (backend ``vllm``; ``docs/training.md``, Several
+    machines)."""
+
+    path: Literal["shared_filesystem", "nccl"] = "shared_filesystem"
+    """``shared_filesystem``: a safetensors file in ``rollout.weights_dir``, which every server reads.
+    ``nccl``: vLLM's own transfer engine, a broadcast from the trainer's main process to every server's
+    workers (``envs.serving.transfer``); it needs CUDA, NCCL and vLLM's CUDA build on the trainer's main
+    process (refused at start otherwise) and servers started with ``rubric-grpo serve --weight-transfer
+    nccl``."""
+    address: str | None = None
+    """``nccl``: the trainer main process's host name or IP as the servers reach it (None: its host name)."""
+    port: int = Field(29700, ge=1, le=65535)
+    """``nccl``: the rendezvous port on that host, which the servers must be able to reach."""
+    buffer_mib: int = Field(1024, ge=1)
+    """``nccl``: MiB packed into each broadcast."""
+    timeout_s: float = Field(300.0, gt=0)
+    """``nccl``: limit of every control call to a server, and of the broadcast."""
+
+
 class RolloutConfig(Section):
     """Sampling and the inference backend."""
 
@@ -126,6 +146,8 @@ class RolloutConfig(Section):
     every server can read. None: ``/dev/shm`` (else the system's temporary folder), which only servers on
     the trainer's machine see; servers on other machines need a filesystem they share with it
     (``docs/training.md``, Several machines)."""
+    transfer: TransferConfig = Field(default_factory=TransferConfig)
+    """How full weights reach the servers (backend ``vllm``): files in ``weights_dir``, or NCCL."""
     prompts_per_step: int = Field(2, ge=1)
     """Examples (scenarios) per optimiser step."""
     sampler: Literal["shuffle", "balanced"] = "shuffle"
@@ -181,6 +203,11 @@ class RolloutConfig(Section):
         if self.backend != "vllm" and self.weights_dir is not None:
             raise ValueError(
                 "rollout.weights_dir: only backend 'vllm' writes weights to a folder (the servers read them)"
+            )
+        if self.transfer.path == "nccl" and (self.backend != "vllm" or self.weights_dir is not None):
+            raise ValueError(
+                "rollout.transfer.path: 'nccl' sends weights to vLLM servers (backend 'vllm') and writes no "
+                "files (leave rollout.weights_dir unset)"
             )
         if self.backend != "local" and self.inference_dtype is not None:
             raise ValueError(
@@ -434,6 +461,11 @@ class TrainConfig(Section):
             raise ValueError("rollout.max_tokens must be smaller than env.max_total_tokens")
         if self.model.lora is not None and self.rollout.backend == "vllm" and self.model.lora.r > 512:
             raise ValueError(f"model.lora.r: vLLM serves adapters of rank up to 512, not {self.model.lora.r}")
+        if self.model.lora is not None and self.rollout.transfer.path == "nccl":
+            raise ValueError(
+                "rollout.transfer.path: a LoRA run sends its adapter as files, which the servers read from "
+                "rollout.weights_dir (a shared filesystem); 'nccl' carries full weights only"
+            )
         if self.model.lora is not None and self.warm_start.demonstrations:
             raise ValueError(
                 "model.lora: not with warm_start.demonstrations (the KL reference would be the base model, "

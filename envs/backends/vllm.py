@@ -43,9 +43,11 @@ import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from envs.backends.base import BackendError, Sample, SamplingParams, WeightSource, compare_greedy
+from envs.backends.vllm_engine import checkpoint_metadata, checkpoint_tensors
 from envs.models.adapters import is_adapted
 from envs.serving.adapters import AdapterSync
 from envs.serving.server import normalize_base_url
+from envs.serving.transfer import NcclSettings, NcclWeightTransfer, check_nccl_host
 from envs.serving.weights import push_weights
 
 if TYPE_CHECKING:
@@ -79,6 +81,9 @@ class VllmBackend:
         weights_dir: Where each step's weights are written for the servers to read; a folder every server
             sees (a shared filesystem for servers on other machines). None: ``/dev/shm`` or the temporary
             folder of this machine.
+        nccl: Send full weights over vLLM's NCCL transfer engine instead of files
+            (:mod:`envs.serving.transfer`); refused here on a host that cannot (no CUDA, NCCL or vLLM CUDA
+            build). A LoRA policy's adapter still goes as files.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class VllmBackend:
         skip_special_tokens: bool = True,
         adapter_prefix: str | None = None,
         weights_dir: str | None = None,
+        nccl: NcclSettings | None = None,
     ) -> None:
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -130,9 +136,16 @@ class VllmBackend:
         timeout = max(self.timeout_s, 300.0)
         self.adapters = AdapterSync(self.base_urls, timeout, prefix=adapter_prefix, tmp_dir=weights_dir)
         """A LoRA policy's adapters on the servers; requests name the current one (else ``model``)."""
+        if nccl is not None:
+            check_nccl_host()
+        self.nccl = nccl
+        """The NCCL path's settings (None: files)."""
+        self.transfer: NcclWeightTransfer | None = None
+        """The NCCL group with every server, formed at the first sync (main process only)."""
         self.sync_stats: dict[str, float] = {}
         """What the last ``sync_weights`` sent (``sync/bytes``) and how long writing (``sync/save_s``) and
-        loading it on the servers (``sync/load_s``) took; the trainer logs it with each step."""
+        loading it on the servers (``sync/load_s``) took, or, over NCCL, broadcasting it (``sync/send_s``) and
+        the whole update (``sync/load_s``); the trainer logs it with each step."""
         self.decode_stats: DecodeStats | None = None
         """None: the engine decodes, so there is no decode loop of ours to count."""
         self._rotation = itertools.count()
@@ -182,26 +195,52 @@ class VllmBackend:
         """Push the policy's weights of ``step`` to every server: its LoRA adapter alone when it has one
         (requests then name it), else every weight, labelled ``step-N`` (the servers' ``/weight_info``).
 
-        Every process calls it: the state dict is gathered from the shards (collective under ZeRO-3); the
-        main process pushes; then every process waits for it."""
-        state_dict = weights.full_state_dict()
+        Every process calls it: the weights are gathered from the shards (collective under ZeRO-3: the whole
+        state dict for files, one module at a time over NCCL); the main process pushes; then every process
+        waits for it."""
         adapted = is_adapted(weights.module)
+        if self.nccl is not None and not adapted:
+            stats = await self._send_over_nccl(weights, step)
+        else:
+            stats = await self._send_files(weights, adapted, step)
         if weights.is_main:
-            if adapted:
-                self.sync_stats = await self.adapters.push(weights.module, state_dict, step)
-            else:
-                pushed = await push_weights(
-                    self.base_urls, state_dict, weight_version=f"step-{step}", tmp_dir=self.weights_dir
-                )
-                self.sync_stats = {
-                    "sync/bytes": float(pushed.bytes),
-                    "sync/save_s": pushed.save_seconds,
-                    "sync/load_s": max(pushed.server_seconds.values()),
-                }
+            self.sync_stats = stats
         weights.barrier()
         if adapted and not weights.is_main:  # the main process loaded it: name it too
             self.adapters.follow(step)
         self.weight_version = step
+
+    async def _send_files(self, weights: WeightSource, adapted: bool, step: int) -> dict[str, float]:
+        """The adapter, or every weight, as files the servers read (the main process's stats)."""
+        state_dict = weights.full_state_dict()
+        if not weights.is_main:
+            return {}
+        if adapted:
+            return await self.adapters.push(weights.module, state_dict, step)
+        pushed = await push_weights(
+            self.base_urls, state_dict, weight_version=f"step-{step}", tmp_dir=self.weights_dir
+        )
+        return {
+            "sync/bytes": float(pushed.bytes),
+            "sync/save_s": pushed.save_seconds,
+            "sync/load_s": max(pushed.server_seconds.values()),
+        }
+
+    async def _send_over_nccl(self, weights: WeightSource, step: int) -> dict[str, float]:
+        """Every weight broadcast to the servers as it is gathered, module by module; the other processes
+        only take part in the gathers (collective under ZeRO-3)."""
+        assert self.nccl is not None
+        module = weights.module
+        tensors = checkpoint_tensors(module)
+        if not weights.is_main:
+            for _ in tensors:
+                pass
+            return {}
+        if self.transfer is None:
+            import vllm
+
+            self.transfer = NcclWeightTransfer(self.base_urls, self.nccl, trainer_vllm=vllm.__version__)
+        return await self.transfer.push(tensors, checkpoint_metadata(module), step)
 
     def weights_changed(self, step: int) -> None:
         """Nothing yet: the servers use the new weights once ``sync_weights`` pushed them."""
@@ -216,6 +255,8 @@ class VllmBackend:
     async def close(self) -> None:
         """Unload this client's adapter from the servers, delete its folders, close the HTTP connections."""
         await self.adapters.close()
+        if self.transfer is not None:
+            await self.transfer.close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from envs.serving.transfer import TensorMeta, dtype_name
+
 ENGINE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 """The dtypes the engine may be built in (``rollout.colocate.dtype``)."""
 
@@ -92,9 +94,31 @@ def module_by_module(module: Any) -> Iterator[tuple[str, Any]]:
                 # a gathered shard's storage is DeepSpeed's to reuse once the module is released: copy it
                 tensor = param.detach().clone() if hasattr(param, "ds_id") else param.detach()
                 yield (f"{prefix}.{name}" if prefix else name), tensor
-        for name, buffer in sub.named_buffers(recurse=False):
-            if name not in getattr(sub, "_non_persistent_buffers_set", set()):
-                yield (f"{prefix}.{name}" if prefix else name), buffer.detach()
+        for name, buffer in _persistent_buffers(sub):
+            yield (f"{prefix}.{name}" if prefix else name), buffer.detach()
+
+
+def _persistent_buffers(sub: Any) -> Iterator[tuple[str, Any]]:
+    """A module's own buffers that its state dict holds."""
+    skipped: set[str] = getattr(sub, "_non_persistent_buffers_set", set())
+    return ((name, b) for name, b in sub.named_buffers(recurse=False) if name not in skipped)
+
+
+def checkpoint_tensors(module: Any) -> Iterator[tuple[str, Any]]:
+    """:func:`module_by_module` without a tied output head: what a server loads."""
+    return ((name, t) for name, t in module_by_module(module) if not is_tied_head(module, name))
+
+
+def checkpoint_metadata(module: Any) -> list[TensorMeta]:
+    """What :func:`checkpoint_tensors` will yield, in its order, known without gathering anything (a ZeRO-3
+    shard keeps its whole shape in ``ds_shape``)."""
+    out = []
+    for prefix, sub in module.named_modules():
+        named = [*sub.named_parameters(recurse=False), *_persistent_buffers(sub)]
+        for name, tensor in named:
+            shape = tuple(getattr(tensor, "ds_shape", tensor.shape))
+            out.append(TensorMeta(f"{prefix}.{name}" if prefix else name, dtype_name(tensor), shape))
+    return [meta for meta in out if not is_tied_head(module, meta.name)]
 
 
 def _zero3_gather() -> Any:
@@ -102,12 +126,12 @@ def _zero3_gather() -> Any:
     that are not ZeRO-3 shards), else a context that does nothing."""
     import contextlib
 
-    try:
-        from deepspeed.zero import GatheredParameters
+    try:  # ``deepspeed.zero`` is an attribute of the package, not a module ``from ... import`` finds
+        import deepspeed
     except ImportError:
         return lambda params: contextlib.nullcontext()
     return lambda params: (
-        GatheredParameters(params, modifier_rank=None) if params else contextlib.nullcontext()
+        deepspeed.zero.GatheredParameters(params, modifier_rank=None) if params else contextlib.nullcontext()
     )
 
 

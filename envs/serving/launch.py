@@ -50,6 +50,11 @@ def rl_server_args() -> list[str]:
     return ["--worker-extension-cls", WORKER_EXTENSION, "--logprobs-mode", "processed_logprobs"]
 
 
+def transfer_server_args(backend: str | None) -> list[str]:
+    """``--weight-transfer-config`` for vLLM's transfer engine ``backend`` (None: none, files only)."""
+    return [] if backend is None else ["--weight-transfer-config", json.dumps({"backend": backend})]
+
+
 def rl_server_env() -> dict[str, str]:
     """Environment variables an RL policy server needs (the control routes)."""
     return {"VLLM_SERVER_DEV_MODE": "1"}
@@ -84,9 +89,11 @@ def rl_server(
     log_path: str | Path | None = None,
     startup_timeout: float = 600.0,
     lora_rank: int | None = None,
+    weight_transfer: str | None = None,
 ) -> VllmServer:
     """A (not yet started) :class:`VllmServer` with the RL flags; ``port=None`` picks a free port;
-    ``lora_rank``: serve the base model for a LoRA run of that rank (adapters loaded at run time)."""
+    ``lora_rank``: serve the base model for a LoRA run of that rank (adapters loaded at run time);
+    ``weight_transfer``: vLLM's transfer engine to start (``nccl``: ``envs.serving.transfer``)."""
     cpu = vllm_env_is_cpu(python)
     lora_args, lora_env = (
         (lora_server_args(lora_rank), LORA_SERVER_ENV) if lora_rank is not None else ([], {})
@@ -99,7 +106,7 @@ def rl_server(
         max_model_len=max_model_len or _model_max_len(model_dir),
         dtype=dtype or ("float32" if cpu else "auto"),
         enforce_eager=cpu,
-        extra_args=[*rl_server_args(), *lora_args, *extra_args],
+        extra_args=[*rl_server_args(), *lora_args, *transfer_server_args(weight_transfer), *extra_args],
         env={**rl_server_env(), **lora_env, **(env or {})},
         startup_timeout=startup_timeout,
         log_path=log_path,
@@ -122,6 +129,7 @@ def serve(
     log_path: str | Path | None = None,
     startup_timeout: float = 600.0,
     lora_rank: int | None = None,
+    weight_transfer: str | None = None,
 ) -> int:
     """Serve ``model_dir`` for RL until Ctrl-C (or SIGTERM); returns an exit code.
 
@@ -138,6 +146,7 @@ def serve(
         log_path: The server's log file; a temporary file when ``None`` (its path is printed).
         startup_timeout: Seconds to wait for ``/health``.
         lora_rank: Serve the base model of a LoRA run whose ``model.lora.r`` is this (None: no LoRA).
+        weight_transfer: Start vLLM's weight-transfer engine (``nccl``) for ``rollout.transfer.path``.
     """
     server = rl_server(
         model_dir,
@@ -150,6 +159,7 @@ def serve(
         log_path=log_path,
         startup_timeout=startup_timeout,
         lora_rank=lora_rank,
+        weight_transfer=weight_transfer,
     )
     return _run_until_stopped(server)
 

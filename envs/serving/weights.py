@@ -112,7 +112,7 @@ def _size(path: str) -> int:
     return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.glob("*.safetensors"))
 
 
-async def _call(
+async def post_route(
     client: httpx.AsyncClient,
     url: str,
     step: str,
@@ -139,6 +139,19 @@ async def _call(
     return resp.json() if resp.content else None
 
 
+async def reset_prefix_cache(
+    client: httpx.AsyncClient, url: str, timeout_s: float, step: str = "reset prefix cache"
+) -> None:
+    """``POST /reset_prefix_cache`` until it succeeds: cached KV blocks were computed with the old weights.
+    It fails while blocks are still held; they are released right after a pause."""
+    for _ in range(20):
+        reset = await post_route(client, url, step, "/reset_prefix_cache", timeout_s)
+        if not isinstance(reset, dict) or reset.get("success", True):
+            return
+        await asyncio.sleep(0.05)
+    raise WeightSyncError(f"{url}: {step} kept failing (blocks still held)")
+
+
 async def _push_one(
     client: httpx.AsyncClient,
     url: str,
@@ -149,10 +162,10 @@ async def _push_one(
 ) -> tuple[float, float]:
     """Pause, reload, reset the prefix cache, stamp the version, resume. Returns (reload s, total s)."""
     t0 = time.perf_counter()
-    await _call(client, url, "pause", "/pause", timeout_s, params={"mode": pause_mode})
+    await post_route(client, url, "pause", "/pause", timeout_s, params={"mode": pause_mode})
     try:
         rpc = {"method": RELOAD_METHOD, "args": [path], "timeout": timeout_s}
-        data = await _call(client, url, "reload weights", "/collective_rpc", timeout_s, json=rpc)
+        data = await post_route(client, url, "reload weights", "/collective_rpc", timeout_s, json=rpc)
         results = (data or {}).get("results") or []
         if not results or not all(isinstance(r, dict) for r in results):
             hint = (
@@ -162,20 +175,14 @@ async def _push_one(
             )
             raise WeightSyncError(f"{url}: reload weights returned {data!r}{hint}")
         reload_s = max(float(r.get("seconds", 0.0)) for r in results)
-        for _ in range(20):  # fails while KV blocks are still held; they are released right after a pause
-            reset = await _call(client, url, "reset prefix cache", "/reset_prefix_cache", timeout_s)
-            if not isinstance(reset, dict) or reset.get("success", True):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise WeightSyncError(f"{url}: reset prefix cache kept failing (blocks still held)")
+        await reset_prefix_cache(client, url, timeout_s)
         if weight_version is not None:
-            await _call(
+            await post_route(
                 client, url, "set weight version", "/update_weight_version", timeout_s,
                 json={"new_version": weight_version},
             )  # fmt: skip
     finally:
-        await _call(client, url, "resume", "/resume", timeout_s)
+        await post_route(client, url, "resume", "/resume", timeout_s)
     return reload_s, time.perf_counter() - t0
 
 

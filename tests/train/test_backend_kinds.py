@@ -109,6 +109,32 @@ def test_the_servers_weights_folder_reaches_the_backend_and_only_the_server_back
     ]
     cfg = load_config(ROOT / "configs/train/tiny_test.yaml", server)
     options = backend_kind(cfg.rollout).build_options(cfg, None, Setup("cpu", GIB))
-    assert options == {"vllm_urls": ["http://node7:8000"], "weights_dir": "/shared/w"}
+    assert options == {"vllm_urls": ["http://node7:8000"], "weights_dir": "/shared/w", "nccl": None}
     with pytest.raises(ValueError, match=r"rollout\.weights_dir: only backend 'vllm' writes weights"):
         _cfg("rollout.weights_dir=/shared/w")
+
+
+def test_the_nccl_path_reaches_the_backend_and_is_refused_where_it_cannot_run() -> None:
+    from envs.serving.transfer import NcclSettings, WeightTransferUnavailable
+
+    server = ["rollout.backend=vllm", "rollout.vllm_urls=[http://node7:8000]"]
+    nccl = ["rollout.transfer.path=nccl", "rollout.transfer.address=node1", "rollout.transfer.buffer_mib=64"]
+    cfg = load_config(ROOT / "configs/train/tiny_test.yaml", [*server, *nccl])
+    options = backend_kind(cfg.rollout).build_options(cfg, None, Setup("cpu", GIB))
+    assert options["nccl"] == NcclSettings("node1", 29700, 64 << 20, 300.0)
+    if not torch_cuda():
+        with pytest.raises(WeightTransferUnavailable, match="needs a CUDA device"):
+            backend_kind(cfg.rollout).check_before_load(cfg)  # at start, before the policy loads
+    for refused, why in [
+        (["rollout.weights_dir=/shared/w"], "writes no files"),
+        (["rollout.backend=local"], "sends weights to vLLM servers"),
+        (["model.lora.r=8"], "a LoRA run sends its adapter as files"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            load_config(ROOT / "configs/train/tiny_test.yaml", [*server, *nccl, *refused])
+
+
+def torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
