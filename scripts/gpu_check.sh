@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USE_HUB_KERNELS=NO TOKENIZERS_PARA
 OUT="$(mktemp -d)"
 ARCHS="${GPU_CHECK_ARCHS:-smollm2-135m qwen2.5-1.5b}"
 
-timeout 150 "$PY" -m pytest -m gpu tests/train/test_gpu.py -q -p no:cacheprovider \
+timeout 150 "$PY" -m pytest -m gpu tests/train/test_gpu.py tests/envs/serving/test_transfer_gpu.py -q -p no:cacheprovider \
     --junitxml="$OUT/tests.xml" >"$OUT/tests.log" 2>&1
 echo "$?" >"$OUT/tests.rc"
 for arch in $ARCHS; do

@@ -6,8 +6,12 @@
 #   SERVE_NODES [1]      machines that run `rubric-grpo serve MODEL` (the last ones of the allocation);
 #                        0: no servers, the config's own backend samples (local, or vllm_colocate)
 #   GPUS_PER_NODE [8]    trainer processes per machine (one per GPU)
+#   TRANSFER [shared_filesystem]   how each step's full weights reach the servers (rollout.transfer.path):
+#                        shared_filesystem: files in WEIGHTS_DIR; nccl: vLLM's NCCL transfer engine, from the
+#                        first trainer machine (port TRANSFER_PORT [29700], which the servers must reach)
 #   WEIGHTS_DIR          a folder on a filesystem every machine mounts, where each step's weights are written
-#                        for the servers to read (rollout.weights_dir); required when SERVE_NODES > 0
+#                        for the servers to read (rollout.weights_dir); required when SERVE_NODES > 0 and
+#                        TRANSFER is shared_filesystem
 #   ACCELERATE_CONFIG [configs/accelerate/multi_node.yaml]   or multi_node_deepspeed_zero2.yaml
 #   MAIN_PORT [29500]    the trainer's rendezvous port on its first machine
 #   SERVE_PORT [8000]    the servers' port
@@ -36,12 +40,20 @@ servers=("${nodes[@]:train_nodes}")
 dry_run() { [ "${DRY_RUN:-0}" = 1 ]; }
 
 overrides=("$@")
+transfer=${TRANSFER:-shared_filesystem}
+case "$transfer" in
+    shared_filesystem) serve_transfer=() ;;
+    nccl) serve_transfer=(--weight-transfer nccl) ;;
+    *) echo "slurm_train.sh: TRANSFER must be shared_filesystem or nccl, not '$transfer'" >&2; exit 2 ;;
+esac
 if [ "$serve_nodes" -gt 0 ]; then
-    [ -n "${WEIGHTS_DIR:-}" ] || { echo "slurm_train.sh: set WEIGHTS_DIR to a folder every node mounts" >&2; exit 2; }
+    if [ "$transfer" = shared_filesystem ] && [ -z "${WEIGHTS_DIR:-}" ]; then
+        echo "slurm_train.sh: set WEIGHTS_DIR to a folder every node mounts (or TRANSFER=nccl)" >&2; exit 2
+    fi
     urls=()
     for host in "${servers[@]}"; do
         serve=(srun --nodes=1 --ntasks=1 -w "$host" .venv/bin/rubric-grpo serve "$model" --host 0.0.0.0
-               --port "$serve_port")
+               --port "$serve_port" "${serve_transfer[@]}")
         # a dry run prints each line whole, in order (two background printers could interleave theirs)
         if dry_run; then echo "$(printf '%q ' "${serve[@]}")"; else "${serve[@]}" & fi
         urls+=("http://$host:$serve_port/v1")
@@ -52,7 +64,13 @@ if [ "$serve_nodes" -gt 0 ]; then
         done
     fi
     joined=$(IFS=,; echo "${urls[*]}")
-    overrides=("rollout.backend=vllm" "rollout.vllm_urls=[$joined]" "rollout.weights_dir=$WEIGHTS_DIR" "$@")
+    if [ "$transfer" = nccl ]; then
+        sent=("rollout.transfer.path=nccl" "rollout.transfer.address=${trainers[0]}"
+              "rollout.transfer.port=${TRANSFER_PORT:-29700}")
+    else
+        sent=("rollout.weights_dir=$WEIGHTS_DIR")
+    fi
+    overrides=("rollout.backend=vllm" "rollout.vllm_urls=[$joined]" "${sent[@]}" "$@")
 fi
 
 # one task a machine; each starts the machine's GPUS_PER_NODE processes, its machine rank SLURM_PROCID (read

