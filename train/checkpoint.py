@@ -8,7 +8,8 @@ Layout of a run folder (its names: ``train.run_folder``)::
             optimizer.bin         |  ``accelerator.save_state``: every object registered with
             scheduler.bin         |  ``accelerator.prepare`` (DeepSpeed writes its own shards instead),
             random_states_0.pkl  /   and the python / numpy / torch RNG states of each process
-            trainer_state.json   step and the trainer's ``extra`` (data cursor, wandb run id); written last
+            trainer_state.json   step and the trainer's ``extra`` (data cursor, wandb run id, processes,
+                                 examples per step); written last
             model/               only in a checkpoint saved with ``model=``: ``save_pretrained`` output
                                  (of a LoRA run: the merged model)
             adapter/             a LoRA run's adapter, in place of model.safetensors (``train.lora``)
@@ -26,6 +27,14 @@ on a file system that every process sees. Under ZeRO-3, saving ``model/`` gather
 ``stage3_gather_16bit_weights_on_model_save: true`` in the DeepSpeed config. A LoRA run under DeepSpeed
 keeps the frozen base weights out of the engine's files (``train.lora.engine_checkpoint_kwargs``) and writes
 ``adapter/`` beside them.
+
+Another number of processes: a checkpoint of plain DDP (or one process) holds whole weights and optimiser
+state, so it resumes on any number of processes. The data cursor is one walk over all the examples
+(``train.orchestrator``), the same whatever the processes, but the steps must keep taking as many examples
+as the checkpoint's did, shared evenly between the processes: ``check_resumable`` refuses, before any model
+loads, a number of processes that cannot, and a checkpoint of DeepSpeed ZeRO (its optimiser state is cut
+into one shard per process, and DeepSpeed cannot cut it again) on a number other than its own. A process
+the checkpoint holds no RNG state of (more processes than saved it) goes on from its seeded one, and says so.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +58,10 @@ if TYPE_CHECKING:  # accelerate, torch and transformers load only where a functi
 FORMAT_VERSION = 1
 
 
+class ResumeError(ValueError):
+    """The latest checkpoint of the run folder cannot go on with this launch (``check_resumable``)."""
+
+
 @dataclass(frozen=True)
 class TrainerState:
     """What a checkpoint holds of the trainer's own, beside accelerate's state: ``trainer_state.json``."""
@@ -61,10 +74,22 @@ class TrainerState:
     """The wandb run a resumed run continues under; None without one."""
     path: Path | None = field(default=None, compare=False)
     """The checkpoint folder it was read from (``load_latest``); None for one about to be saved."""
+    processes: int | None = None
+    """The processes of the run that saved it (``save_checkpoint`` fills it in); None: unknown (a
+    checkpoint written before it was kept)."""
+    examples_per_step: int | None = None
+    """Training examples each step took, all processes together (processes x ``rollout.prompts_per_step``):
+    what a resumed run's steps must keep taking; None: unknown."""
 
     def extra(self) -> dict[str, Any]:
-        """The file's ``extra`` object (JSON): the cursor and the wandb run id."""
-        return {"cursor": self.cursor, "wandb_run_id": self.wandb_run_id}
+        """The file's ``extra`` object (JSON): the cursor, the wandb run id, the processes and the examples
+        per step."""
+        return {
+            "cursor": self.cursor,
+            "wandb_run_id": self.wandb_run_id,
+            "processes": self.processes,
+            "examples_per_step": self.examples_per_step,
+        }
 
 
 def save_checkpoint(
@@ -91,6 +116,7 @@ def save_checkpoint(
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got {keep_last}")
     step = state.step
+    state = replace(state, processes=accelerator.num_processes)
     if accelerator.project_configuration.automatic_checkpoint_naming:
         raise ValueError("save_checkpoint names its own folders: turn off automatic_checkpoint_naming")
     state_json = json.dumps(
@@ -128,16 +154,86 @@ def load_latest(accelerator: Accelerator, run: RunFolder) -> TrainerState | None
 
     Loads model, optimiser, scheduler and RNG states through ``accelerator.load_state`` (call it after
     ``accelerator.prepare``). Returns the ``TrainerState`` that ``save_checkpoint`` was given, with the
-    checkpoint folder as its ``path``.
+    checkpoint folder as its ``path``. A process the checkpoint holds no RNG state of goes on from its
+    seeded one (accelerate skips the missing file without a word; this says so).
     """
     path = latest_checkpoint(run)
     if path is None:
         return None
     _, load_kwargs = engine_checkpoint_kwargs(accelerator)
     accelerator.load_state(str(path), **load_kwargs)
+    state = read_trainer_state(path)
+    rank = accelerator.process_index
+    if not CheckpointFolder(path).random_states(rank).is_file():
+        saved_by = state.processes or "an unknown number of"
+        print(
+            f"process {rank}: {path} holds the RNG states of {saved_by} processes, none of this one; "
+            "it goes on from its seeded RNG",
+            flush=True,
+        )
+    return state
+
+
+def read_trainer_state(path: Path) -> TrainerState:
+    """The ``TrainerState`` in checkpoint folder ``path``; needs no accelerator. A field the file lacks (it
+    was written before the field was kept) is None."""
     saved = json.loads(CheckpointFolder(path).trainer_state.read_text(encoding="utf-8"))
     extra = saved.get("extra") or {}
-    return TrainerState(int(saved["step"]), extra.get("cursor"), extra.get("wandb_run_id"), path)
+    return TrainerState(
+        int(saved["step"]),
+        extra.get("cursor"),
+        extra.get("wandb_run_id"),
+        path,
+        extra.get("processes"),
+        extra.get("examples_per_step"),
+    )
+
+
+def check_resumable(run: RunFolder, processes: int, prompts_per_step: int, deepspeed: bool) -> None:
+    """Refuse to resume ``run``'s latest checkpoint on ``processes`` processes taking ``prompts_per_step``
+    examples each a step, where that cannot continue it; needs no accelerator, so a run stops before any model
+    loads. Nothing to check without a checkpoint, or where it does not know (written before it kept them).
+
+    Raises:
+        ResumeError: naming the checkpoint: its steps took another number of examples (with the per-process
+            count that keeps it, or the process counts that can); or it is DeepSpeed ZeRO's, of another number
+            of processes.
+    """
+    path = latest_checkpoint(run)
+    if path is None:
+        return
+    saved = read_trainer_state(path)
+    if saved.examples_per_step is not None and saved.examples_per_step != processes * prompts_per_step:
+        raise ResumeError(_other_batch(path, saved.examples_per_step, processes, prompts_per_step))
+    shards = CheckpointFolder(path).optimizer_shards()
+    saved_by = saved.processes or len(shards)  # a checkpoint without ``processes``: its shards count them
+    if deepspeed and shards and saved_by != processes:
+        raise ResumeError(
+            f"{path}: a DeepSpeed ZeRO checkpoint of {saved_by} processes (one optimiser shard each), and "
+            f"this run has {processes}; DeepSpeed cannot share the optimiser state out again. Resume on "
+            f"{saved_by} processes (accelerate launch --num_processes {saved_by}), or start a new "
+            f"logging.output_dir from the weights alone ({shards[0].parent / 'zero_to_fp32.py'} writes them "
+            "as a model for model.name_or_path; the optimiser then starts afresh)"
+        )
+
+
+def _other_batch(path: Path, examples: int, processes: int, per_process: int) -> str:
+    """Why the checkpoint at ``path``, whose steps took ``examples`` examples, cannot go on with ``processes``
+    processes taking ``per_process`` each, and what would."""
+    head = (
+        f"{path}: the checkpoint's steps took {examples} training examples each, and this run's take "
+        f"{processes * per_process} ({processes} process{'es' if processes > 1 else ''} x "
+        f"rollout.prompts_per_step {per_process})"
+    )
+    if examples % processes == 0:
+        fix = f"set rollout.prompts_per_step={examples // processes} to keep {examples}"
+    else:
+        counts = " or ".join(str(n) for n in range(1, examples + 1) if examples % n == 0)
+        fix = (
+            f"{examples} examples do not share evenly between {processes} processes: resume on {counts} "
+            f"processes, with rollout.prompts_per_step = {examples} / processes"
+        )
+    return f"{head}; {fix}, or start a new logging.output_dir (or resume: false)"
 
 
 def latest_checkpoint(run: RunFolder) -> Path | None:

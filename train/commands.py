@@ -215,12 +215,13 @@ def run_train(config: str, overrides: list[str]) -> int:
         print(f"train: {exc}", file=sys.stderr)
         return 2
     from envs.models.loading import VersionError
+    from train.checkpoint import ResumeError
     from train.memory_check import MemoryPlanError
     from train.trainer import train
 
     try:
         train(cfg)
-    except (VersionError, MemoryPlanError) as exc:  # the memory plan refuses before any model loads
+    except (VersionError, MemoryPlanError, ResumeError) as exc:  # each refuses before any model loads
         print(f"train: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -107,6 +107,7 @@ class Orchestrator:
         cursor: Mapping[str, Any] | None = None,
         sampler: str = "shuffle",
         guides: Mapping[str, Sequence[dict[str, str]]] | None = None,
+        process: tuple[int, int] = (0, 1),
     ) -> None:
         if advantage.credit != "episode" and not env.credits_replies:
             raise ValueError(
@@ -115,16 +116,17 @@ class Orchestrator:
                 f"{type(env).__name__} does not: use 'episode'"
             )
         self.env, self.backend, self.examples = env, backend, list(examples)
-        self.prompts_per_step, self.group_size, self.advantage, self.seed = (
-            prompts_per_step,
-            group_size,
-            advantage,
-            seed,
-        )
+        self.prompts_per_step, self.group_size, self.advantage = prompts_per_step, group_size, advantage
+        self.rank, self.world = process
+        """This process's rank and the number of processes: each step takes ``world`` shares of the walk."""
+        self.seed = seed + 7919 * self.rank
+        """This process's sampling seed (each process samples its groups with its own)."""
         self.strata = [env.stratum(e) for e in self.examples]
         """The stratum of each example (``Environment.stratum``; None where it has none)."""
         self.cursor = make_sampler(sampler, self.strata, seed, cursor)
-        """Which examples each step takes (``rollout.sampler``); its state is what a checkpoint keeps."""
+        """Which examples each step takes (``rollout.sampler``): one walk over all the training examples, the
+        same on every process and seeded by the run's seed alone, so its state (what a checkpoint keeps)
+        means the same whatever the number of processes that saved or resumes it."""
         self.taken: list[int] = []
         """The examples of the step ``produce`` took last."""
         self.guides = dict(guides) if guides else {}
@@ -142,22 +144,25 @@ class Orchestrator:
         examples: Sequence[Example],
         seed: int,
         cursor: Mapping[str, Any] | None = None,
+        process: tuple[int, int] = (0, 1),
     ) -> Orchestrator:
-        """The orchestrator of a run: ``rollout.prompts_per_step`` examples of ``rollout.group_size``, taken
-        by ``rollout.sampler``."""
+        """The orchestrator of process ``process`` (rank, number of processes) of a run: each step it takes
+        ``rollout.prompts_per_step`` examples of ``rollout.group_size``, its share of the step's examples
+        (``rollout.sampler`` walks all of ``examples``)."""
         rollout = cfg.rollout
         per_step, size = rollout.prompts_per_step, rollout.group_size
         guides = guide_messages(cfg, examples) if rollout.guide else None
-        return cls(
-            env, backend, examples, per_step, size, cfg.advantage, seed, cursor, rollout.sampler, guides
-        )
+        sampler, advantage = rollout.sampler, cfg.advantage
+        return cls(env, backend, examples, per_step, size, advantage, seed, cursor, sampler, guides, process)
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread, and return the coroutine
         that generates and scores their groups (it may run later, in the rollout loop's thread). Its
         ``StepRollouts`` carries the cursor as it stands now (what a checkpoint of ``step`` must hold) and the
-        step's examples per stratum."""
-        indices = self.cursor.take(self.prompts_per_step)
+        step's examples per stratum. Every process takes the whole step's examples from the walk and keeps its
+        own consecutive share, so no example is repeated or skipped whatever the number of processes."""
+        per = self.prompts_per_step
+        indices = self.cursor.take(per * self.world)[per * self.rank : per * (self.rank + 1)]
         self.taken = indices
         return self._produce(step, indices, policy_version, self.cursor.state(), self.shares())
 

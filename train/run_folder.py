@@ -113,6 +113,14 @@ class CheckpointFolder:
         """The adapter's weights inside ``adapter``."""
         return self.adapter / "adapter_model.safetensors"
 
+    def random_states(self, rank: int) -> Path:
+        """Process ``rank``'s python, numpy and torch RNG states (``accelerator.save_state``)."""
+        return self.path / f"random_states_{rank}.pkl"
+
+    def optimizer_shards(self) -> list[Path]:
+        """DeepSpeed ZeRO's optimiser shards, one per process that saved them (none without DeepSpeed)."""
+        return sorted(self.path.glob("**/zero_pp_rank_*_optim_states.pt"))
+
 
 @dataclass(frozen=True)
 class RunFolder:

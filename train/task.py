@@ -1,5 +1,5 @@
 """The task a run trains on: the environment (``envs.build.make_env`` on the config's ``env`` section),
-this process's training examples, the held-out ones and the further held-out sets."""
+the training examples, the held-out ones and the further held-out sets."""
 
 from __future__ import annotations
 
@@ -18,25 +18,15 @@ if TYPE_CHECKING:  # transformers loads only where the trainer uses it
 
 
 def build_task(
-    cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase | None, rank: int = 0, world: int = 1
+    cfg: TrainConfig, tokenizer: PreTrainedTokenizerBase | None
 ) -> tuple[Environment, list[Example], list[Example]]:
-    """The environment, this process's share of the training examples, and the held-out examples."""
+    """The environment, the training examples (all of them: each process takes its share of every step's,
+    ``train.orchestrator``) and the held-out examples."""
     sampling = SamplingParams(
         temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, max_tokens=cfg.rollout.max_tokens
     )
     env, train_examples, held_examples = make_env(cfg.env, tokenizer, sampling)
-    return env, shard_of(train_examples, rank, world), held_examples
-
-
-def shard_of(examples: list[Example], rank: int, world: int) -> list[Example]:
-    """Process ``rank``'s share of the training examples (every ``world``-th).
-
-    Raises:
-        ValueError: the share is empty."""
-    shard = examples[rank::world] if world > 1 else examples
-    if not shard:
-        raise ValueError(f"process {rank} of {world} has no training examples ({len(examples)} in all)")
-    return shard
+    return env, train_examples, held_examples
 
 
 def training_sample(cfg: TrainConfig, env: Environment, train: list[Example]) -> list[Example]:

@@ -40,7 +40,7 @@ from envs.models.loading import check_versions
 from envs.rollout import ScoredRollout
 from train.backend import PolicyWeights, adapter_prefix, rollout_backend
 from train.backend_kinds import backend_kind
-from train.checkpoint import TrainerState, load_latest, save_checkpoint
+from train.checkpoint import TrainerState, check_resumable, load_latest, save_checkpoint
 from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
 from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
 from train.memory_check import check_at_start
@@ -62,7 +62,7 @@ from train.run_folder import (
     read_held_out,
     write_probe,
 )
-from train.task import build_task, extra_eval_examples, shard_of, training_sample
+from train.task import build_task, extra_eval_examples, training_sample
 from train.threads import EventLoopThread, Prefetch, TorchWorker, timed
 from train.warm_start import run_warm_start
 
@@ -93,6 +93,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         )
     set_seed(cfg.seed, deterministic=cfg.deterministic)
     run = RunFolder(Path(cfg.logging.output_dir))
+    processes, per_process = accelerator.num_processes, cfg.rollout.prompts_per_step
+    if cfg.resume:  # a checkpoint this launch cannot continue stops the run before any model loads
+        check_resumable(run, processes, per_process, is_deepspeed(accelerator))
     backend_kind(cfg.rollout).check_before_load(cfg)  # a second now, not after the load
     # every torch operation of the run on one thread: a second thread's OpenMP team would slow both (threads)
     worker = TorchWorker(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="torch"))
@@ -104,9 +107,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     backend = rollout_backend(
         cfg, weights.module, policy.tokenizer, policy.model_dir, prefix, worker.executor
     )
-    rank, world = accelerator.process_index, accelerator.num_processes
-    env, all_train, eval_examples = build_task(cfg, policy.tokenizer)
-    train_examples = shard_of(all_train, rank, world)
+    process = (accelerator.process_index, processes)  # each step's examples are shared out between them
+    env, train_examples, eval_examples = build_task(cfg, policy.tokenizer)
     held_names = [e.name for e in eval_examples]
     if not accelerator.is_main_process:
         eval_examples = []  # evaluation (and its files) belong to the main process
@@ -114,8 +116,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 3. resume --------------------------------------------------------------------------------------
     saved = (worker.run(load_latest, accelerator, run) if cfg.resume else None) or TrainerState(0)
     start_step = saved.step
-    seed = cfg.seed + 7919 * rank
-    orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, seed, saved.cursor)
+    cursor = saved.cursor
+    orchestrator = Orchestrator.from_config(cfg, env, backend, train_examples, cfg.seed, cursor, process)
     main = accelerator.is_main_process
     logger = RunLogger(cfg.logging, run, cfg.model_dump(), resume_run_id=saved.wandb_run_id, enabled=main)
     loop = EventLoopThread()
@@ -125,9 +127,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 4. evaluate before training ----------------------------------------------------------------------
     eval_env = _at_temperature(env, cfg.logging.eval_temperature)
 
-    extra_sets = extra_eval_examples(cfg, env, all_train) if eval_examples else {}
+    extra_sets = extra_eval_examples(cfg, env, train_examples) if eval_examples else {}
     if accelerator.is_main_process:  # the fixed sample of training scenarios (logging.train_eval_sample)
-        extra_sets[TRAIN_SET] = training_sample(cfg, env, all_train)
+        extra_sets[TRAIN_SET] = training_sample(cfg, env, train_examples)
     # every set evaluated at each point: the held-out set (""), the further ones, the training sample
     eval_sets = {name: examples for name, examples in {"": eval_examples, **extra_sets}.items() if examples}
     # what an earlier process of a resumed run evaluated is in the folder; the rest is kept as it is made
@@ -281,7 +283,8 @@ def _log_and_save(
         logger.log_samples(done, sample_rows(rollouts.all_rollouts))
     last = done == cfg.max_steps
     if done % cfg.logging.checkpoint_every == 0 or last:
-        state = TrainerState(done, rollouts.cursor, logger.run_id)
+        examples = cfg.rollout.prompts_per_step * policy.accelerator.num_processes
+        state = TrainerState(done, rollouts.cursor, logger.run_id, examples_per_step=examples)
         model = policy.model if last else None
         worker.run(save_checkpoint, policy.accelerator, run, state, model=model, tokenizer=policy.tokenizer)
 

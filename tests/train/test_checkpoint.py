@@ -20,7 +20,14 @@ pytest.importorskip("accelerate")
 import numpy as np  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
-from train.checkpoint import TrainerState, latest_checkpoint, load_latest, save_checkpoint  # noqa: E402
+from train.checkpoint import (  # noqa: E402
+    TrainerState,
+    check_resumable,
+    latest_checkpoint,
+    load_latest,
+    read_trainer_state,
+    save_checkpoint,
+)
 from train.run_folder import RunFolder  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +84,7 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     data_rng = random.Random(7)
     data_rng.random()
     cursor = {"position": 6, "epoch": 0, "rng": _json_rng_state(data_rng)}
-    path = save_checkpoint(acc, RunFolder(tmp_path), TrainerState(3, cursor, "abc123"))
+    path = save_checkpoint(acc, RunFolder(tmp_path), TrainerState(3, cursor, "abc123", examples_per_step=2))
     assert path == tmp_path / "checkpoints" / "step_000003"
     draws_a = (torch.rand(5), random.random(), float(np.random.rand()), data_rng.random())
     _train(acc, model, opt, sched, 3)
@@ -87,7 +94,9 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     acc_b, model_b, opt_b, sched_b = _build(123)
     state = load_latest(acc_b, RunFolder(tmp_path))
     assert state is not None
-    assert state == TrainerState(3, json.loads(json.dumps(cursor)), "abc123") and state.path == path
+    # the process count is the accelerator's (one process here), whatever the caller gave
+    expected = TrainerState(3, json.loads(json.dumps(cursor)), "abc123", processes=1, examples_per_step=2)
+    assert state == expected and state.path == path
     assert state.cursor is not None
     rng_b = random.Random()
     version, internal, gauss = state.cursor["rng"]
@@ -225,3 +234,71 @@ def test_final_checkpoint_holds_a_plain_model(tmp_path: Path, tiny_model_dir: Pa
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(plain)
     _assert_bitwise_equal(_weights(acc.unwrap_model(model)), _weights(reloaded))
     assert transformers.AutoTokenizer.from_pretrained(plain).encode("hello") == tokenizer.encode("hello")
+
+
+def _saved_by(tmp_path: Path, processes: int | None, examples: int | None, shards: int = 0) -> RunFolder:
+    """A run folder whose checkpoint says it was saved by ``processes`` taking ``examples`` a step (None: a
+    checkpoint from before these were kept), with ``shards`` DeepSpeed optimiser shards as ZeRO lays them out."""
+    run = RunFolder(tmp_path / "run")
+    acc, _, _, _ = _build(0)
+    path = save_checkpoint(acc, run, TrainerState(2, {"epoch": 0, "position": 4}))
+    state_file = path / "trainer_state.json"
+    saved = json.loads(state_file.read_text())
+    saved["extra"].update(processes=processes, examples_per_step=examples)
+    state_file.write_text(json.dumps(saved))
+    for rank in range(shards):
+        (path / "pytorch_model").mkdir(exist_ok=True)
+        (path / "pytorch_model" / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(b"")
+    return run
+
+
+def test_a_checkpoint_resumes_where_its_examples_per_step_share_out_evenly(tmp_path: Path) -> None:
+    run = _saved_by(tmp_path, processes=2, examples=4)
+    for processes, per_process in [(1, 4), (2, 2), (4, 1)]:  # DDP: any count that keeps 4 a step
+        check_resumable(run, processes, per_process, deepspeed=False)
+    with pytest.raises(ValueError) as kept:  # 1 process x 2 would halve the steps
+        check_resumable(run, 1, 2, deepspeed=False)
+    message = str(kept.value)
+    assert message.startswith(f"{run.checkpoints / 'step_000002'}: the checkpoint's steps took 4 ")
+    assert "set rollout.prompts_per_step=4 to keep 4" in message
+    with pytest.raises(ValueError, match=r"4 examples do not share evenly between 3 processes: resume on "):
+        check_resumable(run, 3, 1, deepspeed=False)
+    assert read_trainer_state(latest_checkpoint(run) or Path()).processes == 2
+
+
+def test_a_deepspeed_checkpoint_resumes_only_on_its_own_number_of_processes(tmp_path: Path) -> None:
+    run = _saved_by(tmp_path, processes=2, examples=4, shards=2)
+    check_resumable(run, 2, 2, deepspeed=True)
+    with pytest.raises(ValueError) as refused:
+        check_resumable(run, 1, 4, deepspeed=True)
+    message = str(refused.value)
+    assert message.startswith(
+        f"{run.checkpoints / 'step_000002'}: a DeepSpeed ZeRO checkpoint of 2 processes"
+    )
+    assert "this run has 1" in message and "Resume on 2 processes" in message
+    # a checkpoint from before the process count was kept: its shards count the processes
+    old = _saved_by(tmp_path / "old", processes=None, examples=None, shards=3)
+    check_resumable(old, 3, 5, deepspeed=True)  # nothing to say about the examples: unknown
+    with pytest.raises(ValueError, match="a DeepSpeed ZeRO checkpoint of 3 processes"):
+        check_resumable(old, 2, 5, deepspeed=True)
+    check_resumable(old, 2, 5, deepspeed=False)  # unknown without DeepSpeed: nothing refused
+
+
+def test_a_process_the_checkpoint_holds_no_rng_state_of_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _saved_by(tmp_path, processes=2, examples=4)
+    path = latest_checkpoint(run)
+    assert path is not None
+    acc, _, _, _ = _build(1)
+    load_latest(acc, run)
+    assert capsys.readouterr().out == ""  # its own RNG file is there
+    (path / "random_states_0.pkl").unlink()  # as for process 2 of a checkpoint of 2
+    before = torch.get_rng_state()
+    state = load_latest(acc, run)
+    assert state is not None and state.step == 2 and state.processes == 2
+    assert torch.equal(torch.get_rng_state(), before)  # its seeded RNG, untouched
+    assert capsys.readouterr().out == (
+        f"process 0: {path} holds the RNG states of 2 processes, none of this one; it goes on from its "
+        "seeded RNG\n"
+    )

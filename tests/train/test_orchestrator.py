@@ -72,6 +72,7 @@ def _orchestrator(
     prompts_per_step: int,
     advantage: AdvantageConfig | None = None,
     cursor: dict[str, int] | None = None,
+    process: tuple[int, int] = (0, 1),
 ) -> tuple[Orchestrator, FakeEnv]:
     env = FakeEnv()
     orch = Orchestrator(
@@ -83,6 +84,7 @@ def _orchestrator(
         advantage=advantage or AdvantageConfig(),
         seed=7,
         cursor=cursor,
+        process=process,
     )
     return orch, env
 
@@ -128,6 +130,30 @@ def test_a_restored_cursor_continues_the_uninterrupted_sequence() -> None:
     resumed, _ = _orchestrator(_examples(5), prompts_per_step=2, cursor=saved)
     got += _produced_ids(resumed, range(3, 5))
     assert got == want == [[3, 0], [2, 4], [1, 0], [2, 3], [4, 1]]
+
+
+def _step_of_processes(orchs: list[Orchestrator], step: int) -> list[int]:
+    """The examples of ``step`` of every process, rank 0's first; asserts the processes' cursors agree."""
+    ids = [i for orch in orchs for i in _produced_ids(orch, range(step, step + 1))[0]]
+    assert len({json.dumps(orch.cursor.state()) for orch in orchs}) == 1, "the processes' cursors differ"
+    return ids
+
+
+def test_processes_share_one_walk_and_a_checkpoint_resumes_on_another_count() -> None:
+    one, _ = _orchestrator(_examples(5), prompts_per_step=4)
+    want = _produced_ids(one, range(5))  # 20 examples: four epochs of 5, 4 a step
+    two = [_orchestrator(_examples(5), 2, process=(rank, 2))[0] for rank in (0, 1)]
+    got = [_step_of_processes(two, step) for step in range(2)]  # each process its 2 of the step's 4
+    saved = two[0].cursor.state()
+    assert saved == {"epoch": 1, "position": 3}  # 8 examples taken: an epoch of 5, then 3
+    alone, _ = _orchestrator(_examples(5), prompts_per_step=4, cursor=saved)  # 2 processes -> 1
+    got += _produced_ids(alone, range(2, 3))
+    four = [_orchestrator(_examples(5), 1, cursor=alone.cursor.state(), process=(r, 4))[0] for r in range(4)]
+    got += [_step_of_processes(four, step) for step in range(3, 5)]  # 1 process -> 4
+    assert got == want
+    # within each epoch every example once: nothing repeated or skipped across the changes of count
+    walk = [i for ids in got for i in ids]
+    assert [sorted(walk[k : k + 5]) for k in range(0, 20, 5)] == [[0, 1, 2, 3, 4]] * 4
 
 
 def _from_config(sampler: str, examples: list[dict[str, Any]], cursor: Any = None) -> Orchestrator:
