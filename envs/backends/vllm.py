@@ -63,6 +63,15 @@ class _RetryableError(Exception):
         self.cause = cause
 
 
+def _check_limits(max_concurrency: int, max_attempts: int, timeout_s: float) -> None:
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+
+
 class VllmBackend:
     """Sampling through the OpenAI-compatible completions API of one or more vLLM servers.
 
@@ -101,15 +110,10 @@ class VllmBackend:
         weights_dir: str | None = None,
         nccl: NcclSettings | None = None,
     ) -> None:
+        _check_limits(max_concurrency, max_attempts, timeout_s)
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise ValueError("VllmBackend needs at least one base URL")
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.base_urls: list[str] = list(dict.fromkeys(normalize_base_url(u) for u in urls))
         """The servers, normalised and de-duplicated."""
         self.model = model

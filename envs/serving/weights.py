@@ -18,12 +18,9 @@ the cause. The servers must run with ``VLLM_SERVER_DEV_MODE=1`` and
 (:func:`envs.serving.launch.rl_server_args`), and must see the file: same host, or a ``tmp_dir`` on a shared
 filesystem.
 
-GPU hosts: vLLM's native weight transfer streams tensors over NCCL (or CUDA IPC on one host) instead of a
-file: ``/init_weight_transfer_engine`` once (the trainer joins the NCCL group), then per update
-``/pause``, ``/start_weight_update``, ``/update_weights`` (tensor names, dtypes, shapes; the trainer
-broadcasts them), ``/finish_weight_update`` (with a ``weight_version``), ``/reset_prefix_cache`` and
-``/resume``. :func:`push_weights_native` is the hook for it; it is not implemented on this CPU-only
-project yet, and :func:`push_weights` remains correct (if slower) on GPU hosts too.
+Servers on other machines need ``tmp_dir`` on a filesystem they mount (``rollout.weights_dir``); on CUDA hosts
+full weights can travel over vLLM's own NCCL transfer engine instead, without a file
+(:mod:`envs.serving.transfer`, ``rollout.transfer.path: nccl``).
 """
 
 from __future__ import annotations
@@ -256,15 +253,3 @@ async def _push_all(
             raise errors[0]
         raise WeightSyncError("; ".join(str(e) for e in errors)) from errors[0]
     return [o for o in outcomes if not isinstance(o, BaseException)]
-
-
-async def push_weights_native(
-    base_urls: Sequence[str] | str, state_dict: Mapping[str, Any], **kwargs: Any
-) -> None:
-    """GPU hook: vLLM's native weight transfer (NCCL/IPC). See the module docstring for the call sequence.
-
-    Not implemented in this CPU-only build; :func:`push_weights` works on every host.
-    """
-    raise NotImplementedError(
-        "native (NCCL/IPC) weight transfer needs a CUDA host and is not wired yet; use push_weights()"
-    )
