@@ -176,15 +176,7 @@ def test_a_run_resumes_from_two_machines_on_one_process_and_back(
 
 @pytest.mark.slow
 def test_two_machines_step_as_one_process_on_the_global_batch(tiny_model_dir: Path, tmp_path: Path) -> None:
-    alone = subprocess.run(
-        [sys.executable, str(DRIVER), str(tiny_model_dir), str(tmp_path / "one")],
-        cwd=REPO_ROOT,
-        env=launch_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    alone = _run([sys.executable, str(DRIVER), str(tiny_model_dir), str(tmp_path / "one")])
     assert alone.returncode == 0, alone.stderr[-6000:]
     port = str(_free_port())
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", "{rank}"]

@@ -20,6 +20,7 @@ from envs.backends.base import OneProcessWeights, SamplingParams
 from envs.backends.vllm import VllmBackend
 from envs.serving.adapters import check_lora_server, lora_server_args, max_lora_rank, write_adapter
 from envs.serving.server import VllmServer, find_free_port
+from tests.support.greedy import policy_greedy
 
 LINEARS = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
 PROMPT = "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"
@@ -47,16 +48,6 @@ def _redraw(model: Any, seed: int) -> None:
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-
-
-def _greedy(model: Any, prompt: list[int]) -> list[int]:
-    ids, out = list(prompt), []
-    with torch.no_grad():
-        for _ in range(TOKENS):
-            nxt = int(model(torch.tensor([ids])).logits[0, -1].argmax())
-            out.append(nxt)
-            ids.append(nxt)
-    return out
 
 
 async def _served(backend: VllmBackend, prompt: list[int]) -> tuple[list[int], str]:
@@ -149,8 +140,8 @@ async def test_only_the_adapter_goes_and_requests_name_it(
     weights = OneProcessWeights(policy)
     backend = VllmBackend([server.base_url], str(tiny_model_dir))
     with policy.disable_adapter():
-        base = _greedy(policy, prompt)
-    adapted = _greedy(policy, prompt)
+        base = policy_greedy(policy, prompt, TOKENS)
+    adapted = policy_greedy(policy, prompt, TOKENS)
     assert adapted != base  # the check below can fail
 
     # before any sync: the base model, by its own name
@@ -173,7 +164,7 @@ async def test_only_the_adapter_goes_and_requests_name_it(
 
     # the policy moves without a sync: the check sees it
     _redraw(policy, seed=2)
-    moved = _greedy(policy, prompt)
+    moved = policy_greedy(policy, prompt, TOKENS)
     assert moved != adapted
     with pytest.raises(RuntimeError, match="weight sync check failed"):
         await backend.check_sync(weights, tokenizer)
@@ -221,7 +212,7 @@ async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
     server = lora_vllm_server
     prompt = list(AutoTokenizer.from_pretrained(tiny_model_dir).encode(PROMPT, add_special_tokens=False))
     crashed_policy, policy = _adapted(tiny_model_dir, r=8, seed=3), _adapted(tiny_model_dir, r=8, seed=4)
-    assert _greedy(crashed_policy, prompt) != _greedy(policy, prompt)
+    assert policy_greedy(crashed_policy, prompt, TOKENS) != policy_greedy(policy, prompt, TOKENS)
     # a run that stopped without closing left its step-1 adapter loaded; the resumed run (same prefix) reloads it
     crashed = VllmBackend([server.base_url], str(tiny_model_dir), adapter_prefix="policy-test")
     await crashed.sync_weights(OneProcessWeights(crashed_policy), step=1)
@@ -230,7 +221,7 @@ async def test_every_process_names_the_adapter_and_a_leftover_name_is_replaced(
     await main.sync_weights(OneProcessWeights(policy), step=1)
     await other.sync_weights(_OtherProcess(policy), step=1)  # pushes nothing: names what the main one loaded
     assert other.sync_stats == {} and other.adapters.folder("policy-test-step-1") is None
-    want = _greedy(policy, prompt)
+    want = policy_greedy(policy, prompt, TOKENS)
     for backend in (main, other):
         tokens, model = await _served(backend, prompt)
         assert model == "policy-test-step-1" and tokens == want[: len(tokens)] and len(tokens) >= 3

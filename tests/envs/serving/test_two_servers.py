@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from envs.serving.server import VllmServer
+from tests.support.greedy import policy_greedy, server_greedy
 from tests.support.vllm_fixtures import TEST_MAX_MODEL_LEN, vllm_python_or_skip
 from tests.support.weight_digests import EMPTY_SHA256, weight_digests
 from tests.train.runs import SMALL_RUN, metrics
@@ -107,33 +108,13 @@ def _train_one_step(model_dir: Path, run_dir: Path, urls: list[str], shared: Pat
     return time.monotonic() - t0
 
 
-def _server_greedy(server: VllmServer, model_name: str) -> list[int]:
-    body = {
-        "model": model_name,
-        "prompt": PROMPT,
-        "max_tokens": MAX_TOKENS,
-        "temperature": 0,
-        "ignore_eos": True,  # compare all MAX_TOKENS tokens
-        "return_token_ids": True,
-    }
-    resp = httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=60)
-    assert resp.status_code == 200, resp.text
-    return list(resp.json()["choices"][0]["token_ids"])
-
-
 def _trainer_greedy(model_dir: Path) -> list[int]:
     """Greedy tokens of the model saved in ``model_dir``, in float32 with transformers."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids, out = list(PROMPT), []
-    with torch.no_grad():
-        for _ in range(MAX_TOKENS):
-            nxt = int(model(torch.tensor([ids])).logits[0, -1].argmax())
-            out.append(nxt)
-            ids.append(nxt)
-    return out
+    return policy_greedy(model, PROMPT, MAX_TOKENS)
 
 
 def _weight_version(server: VllmServer) -> str:
@@ -147,7 +128,10 @@ def test_two_servers_take_one_step_through_a_shared_folder(
 ) -> None:
     name = str(tiny_model_dir)
     untrained = _trainer_greedy(tiny_model_dir)
-    assert [_server_greedy(s, name) for s in two_servers] == [untrained, untrained]
+    assert [server_greedy(s.base_url, name, PROMPT, MAX_TOKENS) for s in two_servers] == [
+        untrained,
+        untrained,
+    ]
     digests_before = [weight_digests(s.base_url) for s in two_servers]
     assert digests_before[0] == digests_before[1]
 
@@ -165,7 +149,7 @@ def test_two_servers_take_one_step_through_a_shared_folder(
     assert trained != untrained  # the step changed the greedy path: a server left behind would show
     for server in two_servers:
         assert _weight_version(server) == "step-1", server.base_url
-        assert _server_greedy(server, name) == trained, server.base_url
+        assert server_greedy(server.base_url, name, PROMPT, MAX_TOKENS) == trained, server.base_url
 
     digests_after = [weight_digests(s.base_url) for s in two_servers]
     assert digests_after[0] == digests_after[1]

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from envs.serving.server import VllmServer, find_free_port
 from envs.serving.weights import WeightSyncError, push_weights, save_state_dict
+from tests.support.greedy import policy_greedy, server_greedy
 
 PROMPT = "<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"
 MAX_TOKENS = 12
@@ -35,30 +36,6 @@ def _noisy_state_dict(model_dir: Path, seed: int, std: float = 0.05) -> tuple[An
         for p in model.parameters():  # tied: the embedding (and so the head) is changed once
             p.add_(torch.randn(p.shape, generator=gen) * std)
     return model, model.state_dict()
-
-
-def _hf_greedy(model: Any, prompt: list[int]) -> list[int]:
-    ids, out = list(prompt), []
-    with torch.no_grad():
-        for _ in range(MAX_TOKENS):
-            nxt = int(model(torch.tensor([ids])).logits[0, -1].argmax())
-            out.append(nxt)
-            ids.append(nxt)
-    return out
-
-
-def _server_greedy(server: VllmServer, model_name: str, prompt: list[int]) -> list[int]:
-    body = {
-        "model": model_name,
-        "prompt": prompt,
-        "max_tokens": MAX_TOKENS,
-        "temperature": 0,
-        "ignore_eos": True,  # compare all MAX_TOKENS tokens
-        "return_token_ids": True,
-    }
-    resp = httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=60)
-    assert resp.status_code == 200, resp.text
-    return list(resp.json()["choices"][0]["token_ids"])
 
 
 def _rpc(server: VllmServer, method: str, **kwargs: str) -> dict[str, Any]:
@@ -104,16 +81,16 @@ def test_pushed_weights_give_transformers_greedy_tokens(
     server = restore_weights
     name = str(tiny_model_dir)
     prompt = list(AutoTokenizer.from_pretrained(tiny_model_dir).encode(PROMPT, add_special_tokens=False))
-    before = _server_greedy(server, name, prompt)
-    assert before == _hf_greedy(_model(tiny_model_dir), prompt)
+    before = server_greedy(server.base_url, name, prompt, MAX_TOKENS)
+    assert before == policy_greedy(_model(tiny_model_dir), prompt, MAX_TOKENS)
 
     model, state = _noisy_state_dict(tiny_model_dir, seed=1)
-    want = _hf_greedy(model, prompt)
+    want = policy_greedy(model, prompt, MAX_TOKENS)
     assert want != before  # the noise changes the greedy path
     t0 = time.monotonic()
     result = asyncio.run(push_weights([server.base_url], state, timeout_s=60, weight_version="step-1"))
     elapsed = time.monotonic() - t0
-    assert _server_greedy(server, name, prompt) == want
+    assert server_greedy(server.base_url, name, prompt, MAX_TOKENS) == want
     assert result.reload_seconds[server.base_url] > 0 and result.save_seconds > 0
     assert elapsed < 30
     info = httpx.get(f"{server.base_url}/weight_info", timeout=10).json()
@@ -123,7 +100,9 @@ def test_pushed_weights_give_transformers_greedy_tokens(
     # A second push (a file path this time) moves it again.
     model2, state2 = _noisy_state_dict(tiny_model_dir, seed=2)
     asyncio.run(push_weights(server.base_url, save_state_dict(state2, tmp_path / "w2.safetensors"), 60))
-    assert _server_greedy(server, name, prompt) == _hf_greedy(model2, prompt)
+    assert server_greedy(server.base_url, name, prompt, MAX_TOKENS) == policy_greedy(
+        model2, prompt, MAX_TOKENS
+    )
 
 
 @pytest.mark.vllm
