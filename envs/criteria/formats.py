@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubrics.criteria.criterion import WeightTotalError
 from rubrics.error_text import show
 from rubrics.loading import FileLoadError, Place
 
@@ -143,8 +144,9 @@ def convert(record: Mapping[str, Any], fmt: str) -> Converted:
 
 def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
     """``exc`` with its locations moved to the source format's fields; of the two branches of a prompt
-    (a string, or a list of messages) only the errors of the branch the record wrote are kept, and the
-    "at least 1 item" echo of a criteria list whose items failed is dropped."""
+    (a string, or a list of messages) only the errors of the branch the record wrote are kept, the
+    "at least 1 item" echo of a criteria list whose items failed is dropped, and a total of the weights
+    that overflows is placed at the weight that takes it past the largest float."""
     prompt = converted.fields.get("prompt")
     kept: list[dict[str, Any]] = []
     seen: set[tuple[str, Place]] = set()
@@ -159,6 +161,8 @@ def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
                 del loc[1]
         if kind == "too_short" and loc == ["criteria"] and converted.fields.get("criteria"):
             continue
+        if ctx is not None and isinstance(ctx.get("error"), WeightTotalError):
+            loc = ["criteria", ctx["error"].index, "weight"]  # the weight at which the total overflows
         place = converted.source(loc)
         if (kind, place) in seen:
             continue

@@ -7,7 +7,9 @@ subtracts its weight).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -90,3 +92,32 @@ ALL_ZERO = (
     "(expected at least one non-zero weight)"
 )
 """Why a criteria list whose weights are all zero is refused."""
+
+
+class WeightTotalError(ValueError):
+    """The positive (or the negative) weights of a criteria list add up past the largest float, so no score
+    could be computed; ``index`` is the criterion at which the total first overflows."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+        """The position, in the criteria list, of the weight that takes the total past the largest float."""
+
+
+def check_weight_totals(weights: Sequence[float]) -> None:
+    """Refuse weights whose positive or negative total is not a finite number: each weight may be finite
+    while their sum is not (``1e308 + 1e308``), and every score of such a list would fail.
+
+    Raises:
+        WeightTotalError: naming the first weight at which a total overflows."""
+    totals = {"positive": 0.0, "negative": 0.0}
+    for index, weight in enumerate(weights):
+        sign = "positive" if weight > 0 else "negative"
+        totals[sign] += weight
+        if not math.isfinite(totals[sign]):
+            raise WeightTotalError(
+                index,
+                f"the {sign} weights up to this one add up to {totals[sign]:g}, out of the range of a "
+                f"float (±{sys.float_info.max:.4g}), so no score could be computed (expected a finite "
+                f"{sign} total)",
+            )

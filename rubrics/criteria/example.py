@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rubrics.criteria.autograders.scoring import positive_points
-from rubrics.criteria.criterion import ALL_ZERO, Criterion
+from rubrics.criteria.criterion import ALL_ZERO, Criterion, check_weight_totals
 
 
 class ChatMessage(BaseModel):
@@ -58,6 +58,7 @@ class CriteriaExample(BaseModel):
     def _some_weight(cls, criteria: tuple[Criterion, ...]) -> tuple[Criterion, ...]:
         if not any(c.weight for c in criteria):
             raise ValueError(ALL_ZERO)
+        check_weight_totals([c.weight for c in criteria])
         return criteria
 
     @property

@@ -19,7 +19,14 @@ from typing import IO, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from rubrics.criteria.criterion import ALL_ZERO, Criterion, EvaluationReport, ToGrade
+from rubrics.criteria.criterion import (
+    ALL_ZERO,
+    Criterion,
+    EvaluationReport,
+    ToGrade,
+    WeightTotalError,
+    check_weight_totals,
+)
 from rubrics.error_text import show
 from rubrics.judges.base import render_messages, response_text
 from rubrics.loading import (
@@ -74,6 +81,15 @@ def _criterion(doc: Document, where: Where, item: Any) -> Criterion:
         raise schema_error(exc, doc, where, Criterion, CriteriaLoadError) from None
 
 
+def _check_totals(doc: Document, placed: Sequence[tuple[Where, Criterion]]) -> None:
+    """Refuse criteria whose positive or negative weights add up past the largest float, at the weight
+    that takes the total there."""
+    try:
+        check_weight_totals([c.weight for _, c in placed])
+    except WeightTotalError as exc:
+        raise _error(doc, (*placed[exc.index][0], "weight"), str(exc)) from None
+
+
 def _error(doc: Document, where: Where, reason: str) -> CriteriaLoadError:
     return doc.error(where, reason, CriteriaLoadError)
 
@@ -118,6 +134,7 @@ class CriteriaRubric:
             raise CriteriaLoadError(doc.file, "no criteria (expected at least one criterion)")
         if not any(c.weight for c in self.criteria):
             raise CriteriaLoadError(doc.file, ALL_ZERO)
+        _check_totals(doc, [((i,), c) for i, c in enumerate(self.criteria)])
         self.autograder = autograder
         """Used by ``grade`` when none is passed."""
 
@@ -137,6 +154,7 @@ class CriteriaRubric:
         criteria = [_criterion(doc, where, item) for where, item in items]
         if not any(c.weight for c in criteria):
             raise _error(doc, (*items[0][0], "weight"), ALL_ZERO)
+        _check_totals(doc, [(where, c) for (where, _), c in zip(items, criteria, strict=True)])
         return cls(criteria)
 
     @classmethod

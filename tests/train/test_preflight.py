@@ -3,6 +3,7 @@ each problem is one line (``FILE:LINE: where: what`` or ``FILE: field: what``) a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import types
@@ -137,6 +138,20 @@ def test_a_criteria_file_with_bad_lines_is_refused_whole_before_any_model_loads(
     )
     code, err, config = _run(tmp_path, capsys, text=CRITERIA_CONFIG.replace("DATA", str(data)))
     assert code == 2 and trainer == [] and f"{config}: env.judge_base_url: 2 example(s)" in err
+
+
+def test_a_criteria_file_whose_weights_add_up_past_a_float_is_refused_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trainer: list[object]
+) -> None:
+    # each weight finite, their sum inf: it used to load, then every score and the rubric probe failed
+    data = tmp_path / "data.jsonl"
+    huge = [{"weight": 1e308, "requirement": "Says hello", "rule": {"any": ["hello"]}}] * 2
+    data.write_text(json.dumps({"id": "a", "prompt": "Hi?", "criteria": huge}) + "\n")
+    code, err, _ = _run(tmp_path, capsys, text=CRITERIA_CONFIG.replace("DATA", str(data)))
+    assert code == 2 and trainer == []
+    assert err.startswith(
+        f"train: {data}:1: criteria[1].weight: the positive weights up to this one add up to inf"
+    )
 
 
 def test_a_balanced_sampler_with_nothing_to_balance_is_refused_before_any_model_loads(

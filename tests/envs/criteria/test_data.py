@@ -381,3 +381,29 @@ def test_files_that_cannot_be_read(tmp_path: Path) -> None:
         assert str(err.value) == f"{path}: {reason}"
     with pytest.raises(ValueError, match="format must be 'auto' or one of native, healthbench, rar"):
         load_criteria_examples(DATA / "rar.jsonl", "scale")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "field"),
+    [("native", "criteria[2].weight"), ("healthbench", "rubrics[2].points"), ("rar", "rubric[2].weight")],
+)
+def test_weights_whose_total_overflows_are_refused_naming_the_weight(
+    fmt: str, field: str, tmp_path: Path
+) -> None:
+    # 1e308 + 1e308 is inf: loading used to succeed and every score of the example raised OverflowError
+    rows = records(fmt)
+    key = {
+        "native": ("criteria", "weight"),
+        "healthbench": ("rubrics", "points"),
+        "rar": ("rubric", "weight"),
+    }[fmt]
+    for i, value in enumerate((1e308, -1.0, 1e308)):
+        rows[0][key[0]][i][key[1]] = value
+    path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path, fmt)
+    assert (err.value.file, err.value.line, err.value.field) == (str(path), 1, field)
+    assert err.value.reason.startswith(
+        "the positive weights up to this one add up to inf, out of the range of a float (±1.798e+308), so no "
+        "score could be computed (expected a finite positive total) (1 of "
+    )

@@ -185,3 +185,23 @@ async def test_holistic_grader_as_rubric_has_no_verdict_metrics() -> None:
 def test_named_criteria_give_named_metrics() -> None:
     rubric = CriteriaRubric([{"weight": 1, "requirement": "r", "name": "mentions_paris"}])
     assert rubric.metric_name(0) == "criterion/0_mentions_paris"
+
+
+def test_weights_whose_total_overflows_are_refused_at_the_weight_that_overflows(tmp_path: Path) -> None:
+    # each weight is finite, but 1e308 + 1e308 is past the largest float (1.798e308): every score would fail
+    path = tmp_path / "huge.yaml"
+    path.write_text(
+        "- {weight: 1.0e308, requirement: a}\n- {weight: -1, requirement: b}\n- {weight: 1.0e308, requirement: c}\n"
+    )
+    with pytest.raises(CriteriaLoadError) as err:
+        CriteriaRubric.from_file(path)
+    assert str(err.value) == (
+        f"{path}:3: [2].weight: the positive weights up to this one add up to inf, out of the range of a float "
+        "(±1.798e+308), so no score could be computed (expected a finite positive total)"
+    )
+    pitfalls = [{"weight": -1e308, "requirement": "a"}, {"weight": -1e308, "requirement": "b"}]
+    with pytest.raises(CriteriaLoadError, match=r"^<criteria>: \[1\]\.weight: the negative weights .* -inf"):
+        CriteriaRubric(pitfalls)
+    # the largest totals that fit are kept, and score
+    rubric = CriteriaRubric([{"weight": 1e308, "requirement": "a"}, {"weight": -1e308, "requirement": "b"}])
+    assert [c.weight for c in rubric.criteria] == [1e308, -1e308]
