@@ -6,7 +6,6 @@ format's field names."""
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,9 +96,6 @@ def _rar(record: Mapping[str, Any]) -> Converted:
     if isinstance(fields.get("criteria"), list):
         names = {"weight": "weight", "requirement": "description", "name": "title"}
         fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
-        for item in fields["criteria"]:
-            if isinstance(item, dict) and isinstance(item.get("weight"), str):
-                item["weight"] = _number(item["weight"])
     key = next((k for k in ("id", "question_id") if k in record), None)
     if key is not None:
         given = record[key]
@@ -121,15 +117,6 @@ def _present(record: Any, **names: str) -> Any:
     return {name: record[key] for name, key in names.items() if key in record}
 
 
-def _number(text: str) -> float | str:
-    """``"5"`` -> ``5.0``; text that is not a finite number stays text, for the schema to refuse."""
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return value if math.isfinite(value) else text
-
-
 _CONVERTERS: dict[str, Callable[[Mapping[str, Any]], Converted]] = {
     "native": _native,
     "healthbench": _healthbench,
@@ -145,8 +132,9 @@ def convert(record: Mapping[str, Any], fmt: str) -> Converted:
 def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
     """``exc`` with its locations moved to the source format's fields; of the two branches of a prompt
     (a string, or a list of messages) only the errors of the branch the record wrote are kept, the
-    "at least 1 item" echo of a criteria list whose items failed is dropped, and a total of the weights
-    that overflows is placed at the weight that takes it past the largest float."""
+    "at least 1 item" echo of a criteria list whose items failed is dropped, a weight written as text is
+    named as such, and a total of the weights that overflows is placed at the weight that takes it past
+    the largest float."""
     prompt = converted.fields.get("prompt")
     kept: list[dict[str, Any]] = []
     seen: set[tuple[str, Place]] = set()
@@ -161,6 +149,8 @@ def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
                 del loc[1]
         if kind == "too_short" and loc == ["criteria"] and converted.fields.get("criteria"):
             continue
+        if kind == "float_type" and _looks_numeric(err["input"]):
+            kind, ctx = "value_error", {"error": _text_number(err["input"])}
         if ctx is not None and isinstance(ctx.get("error"), WeightTotalError):
             loc = ["criteria", ctx["error"].index, "weight"]  # the weight at which the total overflows
         place = converted.source(loc)
@@ -169,6 +159,27 @@ def in_source(exc: ValidationError, converted: Converted) -> ValidationError:
         seen.add((kind, place))
         kept.append({"type": kind, "loc": place, "input": err["input"], **({"ctx": ctx} if ctx else {})})
     return ValidationError.from_exception_data(exc.title, kept)  # type: ignore[arg-type]
+
+
+def _looks_numeric(value: Any) -> bool:
+    """Whether ``value`` is a number written as text (``"5"``, ``" 5 "``, ``"1e400"``)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_number(text: str) -> ValueError:
+    """A number written as text: refused in every format (``docs/criteria_data.md``), since the formats'
+    published data writes numbers, and reading text would take ``"1e400"`` or ``" 5 "`` as whatever
+    ``float`` makes of it."""
+    return ValueError(
+        f"wrong type (expected a number, got the text {show(text)}: a number written as text is not read, "
+        "in any format; write it without quotes)"
+    )
 
 
 def _prompt_type(prompt: Any) -> ValueError:

@@ -162,20 +162,41 @@ def test_rar_maps_question_rubric_titles_and_derives_stable_ids() -> None:
     assert [c.weight for c in collapse.criteria] == [5.0, 1.0]
 
 
-def test_rar_weight_written_as_text_is_read_when_it_is_a_number(tmp_path: Path) -> None:
-    row: dict[str, Any] = {"question": "What is 2 + 2?", "reference_answer": "4", "rubric": []}
-    row["rubric"] = [{"title": "Value", "description": "Answers 4", "weight": "5"}]
-    path = write_jsonl(tmp_path / "rar.jsonl", [row])
-    assert load_criteria_examples(path)[0].criteria[0].weight == 5.0
-    for text in ("heavy", "nan"):
-        row["rubric"] = [{"title": "Value", "description": "Answers 4", "weight": text}]
-        write_jsonl(path, [row])
-        with pytest.raises(FileLoadError) as err:
-            load_criteria_examples(path)
-        assert str(err.value) == (
-            f"{path}:1: rubric[0].weight: wrong type (expected a number, got {text!r}) "
-            "(1 of 1 rar records is bad; the file is refused as a whole)"
-        )
+WEIGHT_KEY = {
+    "native": ("criteria", "weight"),
+    "healthbench": ("rubrics", "points"),
+    "rar": ("rubric", "weight"),
+}
+"""Where each format keeps a criterion's weight: (the list of criteria, the weight's key)."""
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("text", ["5", " 5 ", "1e400", "nan"])
+def test_a_number_written_as_text_is_refused_in_every_format(fmt: str, text: str, tmp_path: Path) -> None:
+    # the formats' published data writes weights as numbers (RaR's card: weight int64); one rule for all
+    rows = records(fmt)
+    items, key = WEIGHT_KEY[fmt]
+    rows[2][items][1][key] = text
+    path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path, fmt)
+    assert str(err.value) == (
+        f"{path}:3: {items}[1].{key}: wrong type (expected a number, got the text {text!r}: a number written "
+        f"as text is not read, in any format; write it without quotes) (1 of {len(rows)} {fmt} records is "
+        "bad; the file is refused as a whole)"
+    )
+
+
+def test_text_that_is_no_number_is_refused_as_the_wrong_type(tmp_path: Path) -> None:
+    rows = records("rar")
+    rows[0]["rubric"][0]["weight"] = "heavy"
+    path = write_jsonl(tmp_path / "rar.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value) == (
+        f"{path}:1: rubric[0].weight: wrong type (expected a number, got 'heavy') "
+        "(1 of 3 rar records is bad; the file is refused as a whole)"
+    )
 
 
 def test_healthbench_ignores_unknown_keys_and_refuses_missing_ones(tmp_path: Path) -> None:
@@ -392,13 +413,9 @@ def test_weights_whose_total_overflows_are_refused_naming_the_weight(
 ) -> None:
     # 1e308 + 1e308 is inf: loading used to succeed and every score of the example raised OverflowError
     rows = records(fmt)
-    key = {
-        "native": ("criteria", "weight"),
-        "healthbench": ("rubrics", "points"),
-        "rar": ("rubric", "weight"),
-    }[fmt]
+    items, key = WEIGHT_KEY[fmt]
     for i, value in enumerate((1e308, -1.0, 1e308)):
-        rows[0][key[0]][i][key[1]] = value
+        rows[0][items][i][key] = value
     path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
     with pytest.raises(FileLoadError) as err:
         load_criteria_examples(path, fmt)
