@@ -81,6 +81,7 @@ _EXPECTED = {
     "bool_type": "true or false",
     "bool_parsing": "true or false",
     "list_type": "a list",
+    "tuple_type": "a list",
     "dict_type": "a mapping",
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",

@@ -3,7 +3,9 @@ file, the line (or row) and the field."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -423,4 +425,50 @@ def test_weights_whose_total_overflows_are_refused_naming_the_weight(
     assert err.value.reason.startswith(
         "the positive weights up to this one add up to inf, out of the range of a float (±1.798e+308), so no "
         "score could be computed (expected a finite positive total) (1 of "
+    )
+
+
+def _places(value: Any, where: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a record, down to the leaves (the first two items of each list)."""
+    out = [where]
+    if isinstance(value, dict):
+        out += [p for key, item in value.items() for p in _places(item, (*where, key))]
+    elif isinstance(value, list):
+        out += [p for i, item in enumerate(value[:2]) for p in _places(item, (*where, i))]
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_error_quotes_the_validation_library(fmt: str, tmp_path: Path) -> None:
+    # every place of a record replaced by values of every JSON type: each error is worded in the project's
+    # terms ("wrong type (expected a list, got 'x')"), never pydantic's ("input should be a valid tuple")
+    pydantic_words = re.compile(r"[Ii]nput should|should be a valid|valid tuple|[Vv]alue error|pydantic")
+    row = records(fmt)[0]
+    path = tmp_path / "x.jsonl"
+    seen = 0
+    for where in _places(row)[1:]:
+        for value in (None, 5, "x", "", [], {}, True, 1.5, [1], {"a": 1}, ["x"], [{"a": 1}]):
+            changed = copy.deepcopy(row)
+            parent = changed
+            for part in where[:-1]:
+                parent = parent[part]
+            parent[where[-1]] = value
+            write_jsonl(path, [changed])
+            try:
+                load_criteria_examples(path, fmt)
+            except FileLoadError as exc:
+                seen += 1
+                assert not pydantic_words.search(str(exc)), str(exc)
+    assert seen > 100  # the errors checked
+
+
+def test_a_list_given_as_something_else_is_named_a_list(tmp_path: Path) -> None:
+    rows = records("healthbench")
+    rows[1]["rubrics"][0]["tags"] = "axis:accuracy"
+    path = write_jsonl(tmp_path / "hb.jsonl", rows)
+    with pytest.raises(FileLoadError) as err:
+        load_criteria_examples(path)
+    assert str(err.value) == (
+        f"{path}:2: rubrics[0].tags: wrong type (expected a list, got 'axis:accuracy') "
+        "(1 of 3 healthbench records is bad; the file is refused as a whole)"
     )
