@@ -107,7 +107,7 @@ def check_env_inputs(cfg: EnvConfig) -> None:
         FileLoadError: a file's error, naming the file, the line and the field.
         ValueError: a config field that does not fit the files, as ``env.<field>: what is wrong``."""
     if cfg.type == "criteria":
-        criteria_inputs(cfg)
+        criteria_inputs(cfg, warn=lambda warning: None)  # the run logs the warnings
     elif cfg.type == "single_turn":
         single_turn_examples(cfg)
     else:
@@ -115,9 +115,12 @@ def check_env_inputs(cfg: EnvConfig) -> None:
         extra_held_out(cfg, rubric, train, warn=lambda warning: None)
 
 
-def criteria_inputs(cfg: EnvConfig) -> tuple[list[CriteriaExample], list[CriteriaExample]]:
+def criteria_inputs(
+    cfg: EnvConfig, warn: Callable[[FileLoadError], None] | None = None
+) -> tuple[list[CriteriaExample], list[CriteriaExample]]:
     """The training and held-out examples of a criteria dataset (``env.eval_data``, or the seeded
-    ``eval_fraction`` split).
+    ``eval_fraction`` split); what the files hold that is read but ignored goes to ``warn`` (default: the
+    log).
 
     Raises:
         FileLoadError: a bad record, naming the file, the line and the field (the file is refused whole).
@@ -125,10 +128,10 @@ def criteria_inputs(cfg: EnvConfig) -> tuple[list[CriteriaExample], list[Criteri
     from envs.criteria.data import load_criteria_examples
 
     assert cfg.data is not None  # checked by the config
-    examples = load_criteria_examples(cfg.data, cfg.format, cfg.data_split)
+    examples = load_criteria_examples(cfg.data, cfg.format, cfg.data_split, warn)
     if cfg.eval_data:
         train = examples
-        held = load_criteria_examples(cfg.eval_data, cfg.format, cfg.data_split)
+        held = load_criteria_examples(cfg.eval_data, cfg.format, cfg.data_split, warn)
         shared = sorted({e.id for e in train} & {e.id for e in held})
         if shared:
             raise ValueError(

@@ -12,11 +12,17 @@ first bad one (``FILE:LINE: field: reason``, ``FILE: [3].rubrics[0].points: reas
 ``dataset[12]`` counts them) and says how many records are bad in all. The field is the source format's
 (``rubrics[0].points``), never the ``CriteriaExample`` field it becomes. Ids are unique across what one call
 reads.
+
+What is read but ignored is a warning, never an error, with the same file, line and field: a key that
+HealthBench or RaR does not know inside a criterion (``FILE:1: rubrics[0].reviewer: unknown key, ignored
+...``), a RaR ``rubric_count`` that disagrees with the criteria present (which are graded). Warnings go to
+``warn`` (default: the log), and only for a file that is taken; past ``MAX_WARNINGS`` they are counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -25,11 +31,19 @@ from envs.criteria.formats import FORMATS, convert, detect_format, in_source
 from envs.criteria.records import Record, read_records
 from rubrics.criteria.example import CriteriaExample
 from rubrics.error_text import show
-from rubrics.loading import FileLoadError
+from rubrics.loading import FileLoadError, Place
+
+logger = logging.getLogger(__name__)
+
+MAX_WARNINGS = 20
+"""The warnings given one by one per call; the rest are counted in one more."""
+
+Warn = Callable[[FileLoadError], None]
+"""What receives a warning: an error object naming the file, the line and the field, that is not raised."""
 
 
 def load_criteria_examples(
-    path: str | Path, format: str = "auto", split: str | None = None
+    path: str | Path, format: str = "auto", split: str | None = None, warn: Warn | None = None
 ) -> list[CriteriaExample]:
     """Every example of a criteria dataset: a JSONL, JSON or parquet file, a folder written by ``datasets``,
     or a dataset repository folder (its ``data/`` when it has one).
@@ -37,7 +51,7 @@ def load_criteria_examples(
     ``format``: one of ``FORMATS``, or ``auto`` to detect it from the first record (``detect_format``).
     ``split``: the split of a ``datasets`` folder (needed when it holds several), or, in a repository
     folder, the text that the files to read have in their path (``train`` reads ``data/train-*.parquet``);
-    a single file ignores it.
+    a single file ignores it. ``warn`` receives what was read but ignored (default: the log).
 
     Raises:
         FileLoadError: the first bad record (file, line or row, field, reason) and how many are bad; or a
@@ -52,9 +66,10 @@ def load_criteria_examples(
     examples: list[CriteriaExample] = []
     errors: list[FileLoadError] = []
     first_of: dict[str, Record] = {}
+    ignored: list[tuple[Record, Place, str]] = []
     for record in records:
         try:
-            example = _example(record, fmt)
+            example = _example(record, fmt, ignored)
             if example.id in first_of:
                 raise _duplicate(record, first_of[example.id], example.id, fmt)
         except FileLoadError as exc:
@@ -68,7 +83,22 @@ def load_criteria_examples(
         whole = "the folder" if path.is_dir() else "the file"
         reason = f"{first.reason} ({bad}; {whole} is refused as a whole)"
         raise FileLoadError(first.file, reason, first.line, first.field)
+    _give_warnings(ignored, warn or _log_warning)
     return examples
+
+
+def _give_warnings(ignored: Sequence[tuple[Record, Place, str]], warn: Warn) -> None:
+    """Each warning as an error at its place, the first ``MAX_WARNINGS`` one by one, then their count."""
+    for record, place, reason in ignored[:MAX_WARNINGS]:
+        warn(record.error(place, reason))
+    if len(ignored) > MAX_WARNINGS:
+        more = len(ignored) - MAX_WARNINGS
+        files = sorted({record.doc.file for record, _, _ in ignored[MAX_WARNINGS:]})
+        warn(FileLoadError(", ".join(files), f"{more} more warning(s) like these, not shown"))
+
+
+def _log_warning(warning: FileLoadError) -> None:
+    logger.warning("%s", warning)
 
 
 def _detect(records: Sequence[Record]) -> str:
@@ -95,8 +125,9 @@ def _duplicate(record: Record, first: Record, example_id: str, fmt: str) -> File
     return record.error((key,), reason)
 
 
-def _example(record: Record, fmt: str) -> CriteriaExample:
-    """``record`` as a ``CriteriaExample``, or the error of its first problem."""
+def _example(record: Record, fmt: str, ignored: list[tuple[Record, Place, str]]) -> CriteriaExample:
+    """``record`` as a ``CriteriaExample``, or the error of its first problem; what it holds that is read
+    but ignored is added to ``ignored``."""
     if record.broken is not None:
         raise record.error((), record.broken)
     data = record.data
@@ -104,6 +135,8 @@ def _example(record: Record, fmt: str) -> CriteriaExample:
         raise record.error((), f"wrong type (expected a mapping: one {fmt} record, got {show(data)})")
     converted = convert(data, fmt)
     try:
-        return CriteriaExample.model_validate(converted.fields)
+        example = CriteriaExample.model_validate(converted.fields)
     except ValidationError as exc:
         raise record.schema_error(in_source(exc, converted)) from None
+    ignored += [(record, place, reason) for place, reason in converted.warnings]
+    return example

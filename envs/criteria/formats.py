@@ -36,6 +36,10 @@ class Converted:
     """A top-level field's place in the source record, where it differs (``id`` -> ``("prompt_id",)``)."""
     item: dict[str, str] = field(default_factory=dict)
     """A criterion field's key in the source's criterion, where it differs (``weight`` -> ``points``)."""
+    warnings: list[tuple[Place, str]] = field(default_factory=list)
+    """What was read but ignored, each at its place in the source record (``("rubrics", 0, "reviewer")``)
+    with the reason: a key the format does not know inside a criterion, a ``rubric_count`` that disagrees
+    with the criteria present."""
 
     def source(self, loc: Sequence[Any]) -> Place:
         """The place in the source record of ``loc``, a place in ``fields``."""
@@ -76,8 +80,8 @@ def _healthbench(record: Mapping[str, Any]) -> Converted:
     """HealthBench: ``prompt_id``, ``prompt``, ``rubrics: [{criterion, points, tags}]``, ``example_tags``;
     ``ideal_completions_data.ideal_completion`` is the reference answer; other keys are ignored."""
     fields = _present(record, id="prompt_id", prompt="prompt", criteria="rubrics", tags="example_tags")
+    names = {"weight": "points", "requirement": "criterion", "tags": "tags"}
     if isinstance(fields.get("criteria"), list):
-        names = {"weight": "points", "requirement": "criterion", "tags": "tags"}
         fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
     ideal = record.get("ideal_completions_data")
     if isinstance(ideal, Mapping) and isinstance(ideal.get("ideal_completion"), str):
@@ -86,6 +90,7 @@ def _healthbench(record: Mapping[str, Any]) -> Converted:
         fields,
         top={"id": ("prompt_id",), "criteria": ("rubrics",), "tags": ("example_tags",)},
         item={"weight": "points", "requirement": "criterion"},
+        warnings=_unknown_keys(record, "rubrics", ("criterion", "points", "tags"), "HealthBench"),
     )
 
 
@@ -93,8 +98,8 @@ def _rar(record: Mapping[str, Any]) -> Converted:
     """RaR: ``question``, ``reference_answer``, ``rubric: [{title, description, weight}]``; the id is the
     record's ``id`` or ``question_id``, else ``rar-`` and 12 hex digits of the question's SHA-1."""
     fields = _present(record, prompt="question", criteria="rubric", reference_answer="reference_answer")
+    names = {"weight": "weight", "requirement": "description", "name": "title"}
     if isinstance(fields.get("criteria"), list):
-        names = {"weight": "weight", "requirement": "description", "name": "title"}
         fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
     key = next((k for k in ("id", "question_id") if k in record), None)
     if key is not None:
@@ -106,7 +111,39 @@ def _rar(record: Mapping[str, Any]) -> Converted:
         fields,
         top={"id": (key or "question",), "prompt": ("question",), "criteria": ("rubric",)},
         item={"requirement": "description", "name": "title"},
+        warnings=_unknown_keys(record, "rubric", ("title", "description", "weight"), "RaR")
+        + _rubric_count(record),
     )
+
+
+def _unknown_keys(
+    record: Mapping[str, Any], criteria: str, known: Sequence[str], fmt: str
+) -> list[tuple[Place, str]]:
+    """A warning for each key of a criterion in ``record[criteria]`` that is not one of ``known``: it is
+    ignored, and the criterion graded on the keys that are known."""
+    items = record.get(criteria)
+    if not isinstance(items, list):
+        return []
+    keys = ", ".join(known[:-1]) + f" and {known[-1]}"
+    return [
+        ((criteria, i, key), f"unknown key, ignored (a {fmt} criterion has {keys})")
+        for i, item in enumerate(items)
+        if isinstance(item, Mapping)
+        for key in item
+        if key not in known
+    ]
+
+
+def _rubric_count(record: Mapping[str, Any]) -> list[tuple[Place, str]]:
+    """A warning when RaR's ``rubric_count`` is not the number of criteria in ``rubric``: the criteria
+    present are graded."""
+    items, count = record.get("rubric"), record.get("rubric_count")
+    if not isinstance(items, list) or count is None or (type(count) is int and count == len(items)):
+        return []
+    present = f"the criteria in 'rubric' ({len(items)}) are graded"
+    if type(count) is not int:
+        return [(("rubric_count",), f"wrong type (expected a whole number, got {show(count)}); {present}")]
+    return [(("rubric_count",), f"says {count} criteria, but 'rubric' holds {len(items)}; {present}")]
 
 
 def _present(record: Any, **names: str) -> Any:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from envs.criteria.data import load_criteria_examples
+from envs.criteria.data import MAX_WARNINGS, load_criteria_examples
 from envs.criteria.formats import FORMATS, detect_format
 from rubrics.criteria.criterion import Criterion
 from rubrics.criteria.example import ChatMessage, CriteriaExample
@@ -201,12 +202,20 @@ def test_text_that_is_no_number_is_refused_as_the_wrong_type(tmp_path: Path) -> 
     )
 
 
-def test_healthbench_ignores_unknown_keys_and_refuses_missing_ones(tmp_path: Path) -> None:
+def test_healthbench_ignores_unknown_keys_and_refuses_missing_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     row = records("healthbench")[0]
-    row["canary"] = "not a field of the project"
-    row["rubrics"][0]["reviewer"] = "someone"
+    row["canary"] = "not a field of the project"  # top level: HealthBench has more keys, read silently
+    row["rubrics"][0]["reviewer"] = "someone"  # inside a criterion: a warning, the criterion graded
     path = write_jsonl(tmp_path / "hb.jsonl", [row])
-    assert load_criteria_examples(path)[0].id == "hb-7f3c2a"
+    with caplog.at_level(logging.WARNING, logger="envs.criteria.data"):
+        (example,) = load_criteria_examples(path)
+    assert example.id == "hb-7f3c2a" and example.criteria[0].weight == 10.0
+    assert caplog.messages == [
+        f"{path}:1: rubrics[0].reviewer: unknown key, ignored (a HealthBench criterion has criterion, points "
+        "and tags)"
+    ]
     del row["rubrics"][1]["criterion"]
     write_jsonl(path, [row])
     with pytest.raises(FileLoadError, match=r"hb\.jsonl:1: rubrics\[1\]\.criterion: is missing \(1 of 1"):
@@ -472,3 +481,85 @@ def test_a_list_given_as_something_else_is_named_a_list(tmp_path: Path) -> None:
         f"{path}:2: rubrics[0].tags: wrong type (expected a list, got 'axis:accuracy') "
         "(1 of 3 healthbench records is bad; the file is refused as a whole)"
     )
+
+
+# -- warnings: what is read but ignored ----------------------------------------------------------------
+
+
+def test_each_unknown_key_inside_a_criterion_is_one_warning_and_the_criteria_are_graded(
+    tmp_path: Path,
+) -> None:
+    rows = records("rar")
+    rows[0]["rubric"][1]["weight_reason"] = "core fact"
+    rows[2]["rubric"][0]["points"] = 9  # HealthBench's name: ignored by RaR, the weight is 'weight'
+    rows[2]["rubric"][0]["tags"] = ["axis:accuracy"]
+    path = write_jsonl(tmp_path / "rar.jsonl", rows)
+    warnings: list[FileLoadError] = []
+    examples = load_criteria_examples(path, warn=warnings.append)
+    assert [e.criteria[0].weight for e in examples] == [5.0, 5.0, 5.0] and len(examples[0].criteria) == 3
+    assert [(w.file, w.line, w.field) for w in warnings] == [
+        (str(path), 1, "rubric[1].weight_reason"),
+        (str(path), 3, "rubric[0].points"),
+        (str(path), 3, "rubric[0].tags"),
+    ]
+    assert str(warnings[1]) == (
+        f"{path}:3: rubric[0].points: unknown key, ignored (a RaR criterion has title, description and weight)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "reason"),
+    [
+        (3, "says 3 criteria, but 'rubric' holds 2; the criteria in 'rubric' (2) are graded"),
+        ("2", "wrong type (expected a whole number, got '2'); the criteria in 'rubric' (2) are graded"),
+        (2.0, "wrong type (expected a whole number, got 2.0); the criteria in 'rubric' (2) are graded"),
+    ],
+)
+def test_a_rubric_count_that_disagrees_with_the_criteria_is_a_warning(
+    count: Any, reason: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = records("rar")
+    for row in rows:
+        row["rubric_count"] = len(row["rubric"])  # as RaR's data writes it: no warning
+    rows[1]["rubric_count"] = count
+    path = write_jsonl(tmp_path / "rar.jsonl", rows)
+    with caplog.at_level(logging.WARNING, logger="envs.criteria.data"):
+        examples = load_criteria_examples(path)
+    assert len(examples[1].criteria) == 2
+    assert caplog.messages == [f"{path}:2: rubric_count: {reason}"]
+
+
+def test_a_warning_in_a_table_names_the_row(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = records("rar")
+    for row in rows:
+        row["rubric_count"] = len(row["rubric"])
+    rows[2]["rubric_count"] = 7
+    pq.write_table(pa.Table.from_pydict(columns(rows)), tmp_path / "rar.parquet")
+    warnings: list[FileLoadError] = []
+    load_criteria_examples(tmp_path / "rar.parquet", warn=warnings.append)
+    assert [str(w) for w in warnings] == [
+        f"{tmp_path / 'rar.parquet'}: row 2: rubric_count: says 7 criteria, but 'rubric' holds 2; the criteria "
+        "in 'rubric' (2) are graded"
+    ]
+
+
+def test_a_refused_file_gives_no_warnings_and_many_warnings_are_counted(tmp_path: Path) -> None:
+    rows = records("healthbench")
+    for row in rows:
+        for item in row["rubrics"]:
+            item["reviewer"] = "someone"  # 7 criteria in all
+    rows[1]["rubrics"][0]["points"] = "3"
+    path = write_jsonl(tmp_path / "hb.jsonl", rows)
+    warnings: list[FileLoadError] = []
+    with pytest.raises(FileLoadError, match=r":2: rubrics\[0\]\.points: wrong type"):
+        load_criteria_examples(path, warn=warnings.append)
+    assert warnings == []
+    rows[1]["rubrics"][0]["points"] = 3
+    lines = [dict(row, prompt_id=f"{row['prompt_id']}-{i}") for i, row in enumerate(rows * 4)]  # 28 warnings
+    write_jsonl(path, lines)
+    load_criteria_examples(path, warn=warnings.append)
+    assert len(warnings) == MAX_WARNINGS + 1 == 21
+    assert str(warnings[-1]) == f"{path}: 8 more warning(s) like these, not shown"
