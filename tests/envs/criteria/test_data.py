@@ -563,3 +563,20 @@ def test_a_refused_file_gives_no_warnings_and_many_warnings_are_counted(tmp_path
     load_criteria_examples(path, warn=warnings.append)
     assert len(warnings) == MAX_WARNINGS + 1 == 21
     assert str(warnings[-1]) == f"{path}: 8 more warning(s) like these, not shown"
+
+
+def test_a_run_logs_the_warnings_once_when_it_builds_its_environment_not_in_its_preflight(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from envs.build import check_env_inputs, criteria_inputs
+    from envs.config import EnvConfig
+
+    rows = records("rar")
+    rows[0]["rubric"][0]["weight_reason"] = "core fact"
+    path = write_jsonl(tmp_path / "rar.jsonl", rows)
+    cfg = EnvConfig(type="criteria", data=str(path), judge_base_url="http://127.0.0.1:1/v1", judge_model="j")
+    with caplog.at_level(logging.WARNING, logger="envs.criteria.data"):
+        check_env_inputs(cfg)  # the preflight: the same file read, the warnings left to the run
+        assert caplog.messages == []
+        criteria_inputs(cfg)
+    assert [m.split(": ", 2)[1] for m in caplog.messages] == ["rubric[0].weight_reason"]
