@@ -78,10 +78,11 @@ def _native(record: Mapping[str, Any]) -> Converted:
 
 def _healthbench(record: Mapping[str, Any]) -> Converted:
     """HealthBench: ``prompt_id``, ``prompt``, ``rubrics: [{criterion, points, tags}]``, ``example_tags``;
-    ``ideal_completions_data.ideal_completion`` is the reference answer; other keys are ignored."""
+    ``ideal_completions_data.ideal_completion`` is the reference answer; other keys are ignored (inside a
+    criterion, with a warning)."""
     fields = _present(record, id="prompt_id", prompt="prompt", criteria="rubrics", tags="example_tags")
-    names = {"weight": "points", "requirement": "criterion", "tags": "tags"}
     if isinstance(fields.get("criteria"), list):
+        names = {"weight": "points", "requirement": "criterion", "tags": "tags"}
         fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
     ideal = record.get("ideal_completions_data")
     if isinstance(ideal, Mapping) and isinstance(ideal.get("ideal_completion"), str):
@@ -96,10 +97,11 @@ def _healthbench(record: Mapping[str, Any]) -> Converted:
 
 def _rar(record: Mapping[str, Any]) -> Converted:
     """RaR: ``question``, ``reference_answer``, ``rubric: [{title, description, weight}]``; the id is the
-    record's ``id`` or ``question_id``, else ``rar-`` and 12 hex digits of the question's SHA-1."""
+    record's ``id`` or ``question_id``, else ``rar-`` and 12 hex digits of the question's SHA-1. Other keys
+    are ignored (inside a criterion, or a ``rubric_count`` that disagrees with ``rubric``, with a warning)."""
     fields = _present(record, prompt="question", criteria="rubric", reference_answer="reference_answer")
-    names = {"weight": "weight", "requirement": "description", "name": "title"}
     if isinstance(fields.get("criteria"), list):
+        names = {"weight": "weight", "requirement": "description", "name": "title"}
         fields["criteria"] = [_present(item, **names) for item in fields["criteria"]]
     key = next((k for k in ("id", "question_id") if k in record), None)
     if key is not None:
