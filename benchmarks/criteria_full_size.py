@@ -11,14 +11,15 @@ spread unevenly over the examples, the text drawn from a fixed vocabulary. It is
 parquet (pyarrow, as ``datasets`` writes it), from the same records.
 
 - ``load``: ``load_criteria_examples`` on each file, in a fresh process per file: the seconds it takes and
-  its peak RSS (``ru_maxrss``) over the same process's peak after the imports (the loader's, and pyarrow's
-  for parquet), beside the file's size; ``kept_mib`` is the RSS still held after the load (the examples).
+  its peak RSS (``VmHWM``, see ``_rss_mib``) over the same process's peak after the imports (the loader's,
+  and pyarrow's for parquet), beside the file's size; ``kept_mib`` is the RSS still held after the load.
 - ``preflight``: ``train.preflight.check_inputs`` on a criteria run config naming the file (what
   ``python -m train`` runs before any model loads: the whole load, the held-out split, the judge check),
   timed and measured the same way, each in its own fresh process.
 - ``scoring``: one generated reply per example (the first ``--score-examples``, all by default) graded as a
   criteria run grades it: the grader ``envs.build.criteria_grader`` builds (``RuleFirstGrader`` over
-  ``PerCriterionGrader``, one judge call per criterion: HealthBench's criteria carry no rules) with the
+  ``PerCriterionGrader``, one judge call per criterion: HealthBench's criteria carry no rules; at most two
+  gradings per judge slot asking at once, ``RuleFirstGrader.max_gradings``) with the
   example's query and reference answer, all rollouts gathered at once, against ``judge_bound.py``'s local
   judge server answering after ``--latency`` seconds, at most ``--concurrency`` calls in flight, after a
   warm-up of one call per connection:
@@ -35,9 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -126,10 +125,13 @@ def write_dataset(folder: Path, examples: int, criteria: int, seed: int) -> dict
 
 
 def _rss_mib() -> tuple[float, float]:
-    """This process's (peak, current) resident memory in MiB (Linux: ``ru_maxrss`` and ``/proc``)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return peak, pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    """This process's (peak, current) resident memory in MiB (Linux ``/proc``: ``VmHWM``, ``VmRSS``).
+
+    Not ``ru_maxrss``: Linux carries the parent's resident memory at the fork into a child's ``ru_maxrss``
+    across ``exec``, so a child of this (large) process would start from the parent's peak; ``VmHWM`` is
+    the peak of the child's own memory since its ``exec``."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(fields["VmHWM"].split()[0]) / 1024, int(fields["VmRSS"].split()[0]) / 1024
 
 
 def child(stage: str, path: Path) -> dict[str, Any]:
