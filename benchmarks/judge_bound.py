@@ -167,7 +167,7 @@ def _round(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
-def _cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process (Linux ``/proc``; 0.0 elsewhere)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -216,7 +216,7 @@ def main() -> None:
                 )
             )
             out["criteria"] = summarize(criteria, args.latency, args.concurrency)
-        out["server_cpu_s"] = _cpu_seconds(proc.pid)
+        out["server_cpu_s"] = cpu_seconds(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

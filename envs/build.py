@@ -153,7 +153,8 @@ def criteria_grader(
     cfg: EnvConfig, examples: Sequence[CriteriaExample]
 ) -> tuple[RuleFirstGrader, LLMJudgeClient | None]:
     """The grader of a criteria environment: rules first, then ``env.grader`` on the LLM judge of
-    ``env.judge_base_url`` when some criterion has no rule (and its client, whose counters are logged)."""
+    ``env.judge_base_url`` when some criterion has no rule (and its client, whose counters are logged), at
+    most two gradings per judge slot asking the judge at once (``RuleFirstGrader.max_gradings``)."""
     from rubrics.criteria.autograders import (
         PerCriterionGrader,
         PerCriterionOneShotGrader,
@@ -169,7 +170,9 @@ def criteria_grader(
         "one_shot": PerCriterionOneShotGrader,
         "holistic": RubricAsJudgeGrader,
     }[cfg.grader]
-    return RuleFirstGrader(kind.from_client(client)), client
+    # two gradings per judge slot: the judge's queue stays full while the next ones build their prompts
+    slots = 2 * endpoint.max_concurrency
+    return RuleFirstGrader(kind.from_client(client), max_gradings=slots), client
 
 
 def multistep_inputs(

@@ -176,6 +176,28 @@ async def test_per_criterion_calls_run_in_parallel_within_max_concurrency(server
     assert len(server.requests) == 3 + 12 and server.max_in_flight == 4  # 12 wanted, 4 allowed
 
 
+async def test_max_gradings_bounds_the_gradings_asking_the_judge_and_rules_alone_never_wait(
+    server: JudgeServer,
+) -> None:
+    server.delay_s = 0.1
+    rules_only = [c for c in BURN.criteria if c.rule is not None]
+    async with LLMJudgeClient(server.base_url, "judge", max_concurrency=64, **FAST) as wide:
+        grader = RuleFirstGrader(PerCriterionGrader.from_client(wide), max_gradings=2)
+        start = asyncio.get_running_loop().time()
+        judged = [asyncio.ensure_future(grader.grade(BURN.criteria, r)) for r in RESPONSES]
+        await asyncio.sleep(0)  # two of them take both slots, two wait
+        # graded before any judge answers (0.1 s): a grading without LLM criteria takes no slot
+        offline = asyncio.gather(*(grader.grade(rules_only, r) for r in RESPONSES))
+        assert len(await asyncio.wait_for(offline, 0.05)) == 4
+        reports = await asyncio.gather(*judged)
+        elapsed = asyncio.get_running_loop().time() - start
+    assert server.max_in_flight == 6  # two gradings of 3 LLM criteria each, not all four gradings' 12
+    assert elapsed >= 0.2  # two rounds of two gradings
+    assert [(r.score, r.raw_score) for r in reports] == [pytest.approx(s) for s in PER_CRITERION_SCORES]
+    with pytest.raises(ValueError, match="max_gradings"):
+        RuleFirstGrader(None, max_gradings=0)
+
+
 # -- faults ----------------------------------------------------------------------------------------------
 
 
