@@ -19,7 +19,7 @@ from rubrics.judges import (
     JudgeRubric,
     LLMJudgeClient,
 )
-from tests.support.judge_server import DEFAULT_VERDICT, JudgeServer
+from tests.support.judge_server import DEFAULT_VERDICT, JudgeProcess, JudgeServer
 
 from .conftest import FAST, judge_of
 
@@ -198,3 +198,24 @@ async def test_unreachable_endpoint_is_a_counted_connection_fault() -> None:
         with pytest.raises(JudgeError, match="connection"):
             await judge_of(client)("p", "r")
     assert client.stats.faults["connection"] == 2
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
+async def test_a_judge_killed_mid_request_fails_those_verdicts_and_serves_again_once_back(lean: bool) -> None:
+    with JudgeProcess(delay_s=0.05) as judge:
+        async with LLMJudgeClient(judge.base_url, "m", max_attempts=2, lean_http=lean, **FAST) as client:
+            assert (await judge_of(client)("p", "warm")).answer == 1.0  # a kept-alive connection to it
+            judge.exit_after(1)  # one more answer, then the process exits with the others in flight
+            results = await asyncio.gather(
+                *(judge_of(client)("p", f"reply {i}") for i in range(4)), return_exceptions=True
+            )
+            failed = [r for r in results if isinstance(r, JudgeError)]
+            assert len(failed) == 3 and sum(isinstance(r, JudgeResponse) for r in results) == 1
+            assert all(
+                f"judge 'm' at {judge.base_url}: no verdict after 2 attempt(s)" in str(r) for r in failed
+            )
+            assert judge.process is not None and judge.process.wait(timeout=10) == 0  # it really exited
+            judge.restart()  # the same port; the same client, no new connection asked for
+            again = await asyncio.gather(*(judge_of(client)("p", f"again {i}") for i in range(4)))
+    assert [r.answer for r in again] == [1.0] * 4
+    assert client.stats.failures == 3 and client.stats.faults["connection"] >= 3
