@@ -68,6 +68,18 @@ async def test_persistent_fault_raises_after_the_last_retry(
     assert client.stats.failures == 1 and client.stats.retries == 3
 
 
+async def test_a_judge_that_never_answers_in_time_says_how_long_it_was_given(server: JudgeServer) -> None:
+    server.inject("slow", "slow")
+    async with LLMJudgeClient(server.base_url, "m", timeout_s=0.25, max_attempts=2, **FAST) as client:
+        with pytest.raises(JudgeError) as failed:
+            await judge_of(client)("prompt", "response")
+    assert str(failed.value) == (
+        f"judge 'm' at {server.base_url}: no verdict after 2 attempt(s): timeout: "
+        "no answer within timeout_s = 0.25 s"
+    )
+    assert client.stats.faults["timeout"] == 2 and client.stats.retries == 1
+
+
 async def test_a_failed_judge_marks_the_rollout_never_a_silent_zero(
     server: JudgeServer, client: LLMJudgeClient
 ) -> None:
