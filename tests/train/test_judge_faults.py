@@ -21,8 +21,10 @@ from tests.support.judge_server import JudgeProcess, JudgeServer
 from tests.train.runs import SMALL_RUN, metrics, run_config
 from train import trainer
 from train.checkpoint import latest_checkpoint, read_trainer_state
+from train.commands import run_train
+from train.config import TrainConfig
 from train.run_folder import RunFolder
-from train.trainer import TooManyFailedRollouts, train
+from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENTS = ("Says to cool the burn under running water", "Says to see a doctor if it blisters")
@@ -50,14 +52,24 @@ def judged_run(
     base_url: str,
     *overrides: str,
     requirements: Sequence[str] = REQUIREMENTS[:1],
-) -> Any:
-    """Three steps of 2 prompts x 2 replies on an LLM-judged dataset (``llm_dataset``; one criterion a prompt:
-    one request a reply), no held-out set, a checkpoint a step, the judge at ``base_url`` with two attempts
-    a verdict."""
+) -> TrainConfig:
+    """``configs/train/criteria_cpu.yaml`` with ``judged_overrides``, then ``overrides``."""
     return run_config(
         "criteria_cpu.yaml",
         tiny_model_dir,
         tmp_path / "run",
+        *judged_overrides(tmp_path, base_url, requirements),
+        *overrides,
+    )
+
+
+def judged_overrides(
+    tmp_path: Path, base_url: str, requirements: Sequence[str] = REQUIREMENTS[:1]
+) -> list[str]:
+    """Three steps of 2 prompts x 2 replies on an LLM-judged dataset (``llm_dataset``; one criterion a prompt:
+    one request a reply), no held-out set, a checkpoint a step, the judge at ``base_url`` with two attempts
+    a verdict."""
+    return [
         "max_steps=3",
         f"env.data={llm_dataset(tmp_path, requirements)}",
         "env.eval_data=null",
@@ -68,8 +80,7 @@ def judged_run(
         *SMALL_RUN,
         "logging.checkpoint_every=1",
         "logging.eval_every=0",
-        *overrides,
-    )
+    ]
 
 
 def after_failure_check(monkeypatch: pytest.MonkeyPatch, at_step: dict[int, Callable[[], None]]) -> None:
@@ -138,21 +149,26 @@ def test_a_judge_killed_mid_step_errors_its_rollouts_and_serves_again_once_back(
 
 @pytest.mark.slow
 def test_a_judge_dead_past_max_errored_fraction_stops_the_run_naming_it_and_the_step(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(ROOT)
     with JudgeProcess(delay_s=0.05) as judge:
         after_failure_check(monkeypatch, {0: lambda: judge.exit_after(0)})  # dies at step 2's first request
-        cfg = judged_run(tmp_path, tiny_model_dir, judge.base_url, "rollout.max_errored_fraction=0.5")
-        with pytest.raises(TooManyFailedRollouts) as stopped:
-            train(cfg)
-    message = str(stopped.value)
-    assert message.startswith("step 2: 4 of 4 rollouts failed (reward_function: 4)"), message
-    assert "rollout.max_errored_fraction = 0.5" in message
-    assert f"judge 'judge' at {judge.base_url}: no verdict after 2 attempt(s): connection: " in message
+        overrides = [
+            f"model.name_or_path={tiny_model_dir}",
+            f"logging.output_dir={tmp_path / 'run'}",
+            *judged_overrides(tmp_path, judge.base_url),
+            "rollout.max_errored_fraction=0.5",
+        ]
+        assert run_train(str(ROOT / "configs/train/criteria_cpu.yaml"), overrides) == 1  # as the CLI runs it
+    stopped, restart = capsys.readouterr().err.splitlines()[-2:]
+    assert stopped.startswith("train: step 2: 4 of 4 rollouts failed (reward_function: 4)"), stopped
+    assert "rollout.max_errored_fraction = 0.5" in stopped
+    assert f"judge 'judge' at {judge.base_url}: no verdict after 2 attempt(s): connection: " in stopped
     run = RunFolder(tmp_path / "run")
     last = latest_checkpoint(run)
     assert last is not None and last.name == "step_000001"  # step 1's, whole; step 2 never saved
+    assert restart == f"train: the last checkpoint, {last}, is whole; the same command resumes from it"
     assert read_trainer_state(last).step == 1
     from safetensors.torch import load_file
 
