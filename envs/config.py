@@ -58,6 +58,13 @@ class EnvConfig(Section):
     judge_concurrency: int = Field(32, ge=1)
     """Judge requests in flight at once, for the whole run (``criteria``): the judge's
     ``JudgeEndpoint.max_concurrency``, whose default it keeps (a test holds them equal)."""
+    judge_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False)
+    """Seconds allowed for one judge request (``criteria``): a slower answer is a ``timeout`` fault, retried
+    like a dropped connection. The judge's ``JudgeEndpoint.timeout_s``, whose default it keeps."""
+    judge_max_attempts: int = Field(5, ge=1)
+    """Attempts per verdict, the first included (``criteria``): a criterion still without a verdict after
+    the last one errors its rollout, never scores it UNMET. The judge's ``JudgeEndpoint.max_attempts``,
+    whose default it keeps."""
     judge_api_key_env: str | None = None
     """The environment variable holding the judge's API key (``criteria``; none for a local vLLM judge): the
     judge's ``JudgeEndpoint.api_key_env``."""
@@ -120,6 +127,8 @@ class EnvConfig(Section):
             model=self.judge_model,
             api_key_env=self.judge_api_key_env,
             max_concurrency=self.judge_concurrency,
+            timeout_s=self.judge_timeout_s,
+            max_attempts=self.judge_max_attempts,
         )
 
     @model_validator(mode="after")

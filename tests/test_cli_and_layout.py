@@ -106,7 +106,8 @@ def test_train_subcommand_is_python_m_train(
     from train.__main__ import main as python_m_train
 
     calls: list = []
-    monkeypatch.setitem(sys.modules, "train.trainer", types.SimpleNamespace(train=calls.append))
+    stub = types.SimpleNamespace(train=calls.append, TooManyFailedRollouts=RuntimeError)
+    monkeypatch.setitem(sys.modules, "train.trainer", stub)
     monkeypatch.chdir(ROOT)
     config = str(ROOT / "configs/train/tiny_test.yaml")
     assert main(["train", config, "max_steps=1", "seed=5"]) == 0

@@ -8,6 +8,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from train.config import TrainConfig
 
 
 def score(args: argparse.Namespace) -> int:
@@ -217,14 +221,30 @@ def run_train(config: str, overrides: list[str]) -> int:
     from envs.models.loading import VersionError
     from train.checkpoint import ResumeError
     from train.memory_check import MemoryPlanError
-    from train.trainer import train
+    from train.trainer import TooManyFailedRollouts, train
 
     try:
         train(cfg)
     except (VersionError, MemoryPlanError, ResumeError) as exc:  # each refuses before any model loads
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    except TooManyFailedRollouts as exc:  # before the step's update: nothing of the step was saved
+        print(f"train: {exc}\ntrain: {_restart_from(cfg)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _restart_from(cfg: TrainConfig) -> str:
+    """Where a stopped run goes on from: its last checkpoint, or the start."""
+    from train.checkpoint import latest_checkpoint
+    from train.run_folder import RunFolder
+
+    last = latest_checkpoint(RunFolder(Path(cfg.logging.output_dir)))
+    if last is None:
+        return "no checkpoint was saved; launched again, the run starts over"
+    if cfg.resume:
+        return f"the last checkpoint, {last}, is whole; the same command resumes from it"
+    return f"the last checkpoint, {last}, is whole; launched with resume=true, the run goes on from it"
 
 
 def train(args: argparse.Namespace) -> int:

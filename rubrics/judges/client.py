@@ -301,12 +301,19 @@ class LLMJudgeClient:
                 if attempt >= self.max_attempts or not is_retryable(exc):
                     raise JudgeError(
                         f"judge {self.model!r} at {self.base_url}: no verdict after {attempt} attempt(s): "
-                        f"{cause}: {exc}"
+                        f"{cause}: {self._why(exc)}"
                     ) from exc
                 self.stats.retries += 1
                 logger.debug("judge %s: attempt %d failed (%s); retrying", self.model, attempt, cause)
             await asyncio.sleep(self.backoff_wait_s(attempt))
             attempt += 1
+
+    def _why(self, exc: Exception) -> str:
+        """What went wrong in the last attempt: the error's message, or for a timeout (whose message is
+        empty) the time it was given."""
+        if isinstance(exc, TimeoutError) and not str(exc):
+            return f"no answer within timeout_s = {self.timeout_s:g} s"
+        return str(exc) or type(exc).__name__
 
     def backoff_wait_s(self, attempt: int) -> float:
         """The wait after failed attempt ``attempt`` (1-based): full jitter, uniform in

@@ -1,5 +1,6 @@
 """``JudgeClientStats``: the cost counters of one ``LLMJudgeClient`` (calls, requests, retries, cache hits,
-failures, tokens, request seconds, faults by cause), flat as ``judge/<name>`` metrics."""
+failures, tokens, request seconds, faults by cause), flat as ``judge/<name>`` and ``judge/faults/<cause>``
+metrics."""
 
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ class JudgeClientStats:
     def snapshot(self) -> dict[str, float]:
         """The counters as flat metrics: ``judge/calls``, ``judge/requests``, ``judge/retries``,
         ``judge/cache_hits``, ``judge/failures``, ``judge/prompt_tokens``, ``judge/completion_tokens``,
-        ``judge/seconds``."""
-        return {f"judge/{name}": float(getattr(self, name)) for name in SNAPSHOT_FIELDS}
+        ``judge/seconds``, and ``judge/faults/<cause>`` for each cause seen (why attempts failed)."""
+        out = {f"judge/{name}": float(getattr(self, name)) for name in SNAPSHOT_FIELDS}
+        out.update({f"judge/faults/{cause}": float(n) for cause, n in sorted(self.faults.items())})
+        return out
 
     def since(self, before: Mapping[str, float]) -> dict[str, float]:
         """What was added after ``before`` (an earlier ``snapshot()``): a step's judge cost."""

@@ -78,7 +78,10 @@ def test_the_config_judge_settings_are_a_judge_endpoint() -> None:
     from rubrics.judges.endpoint import JudgeEndpoint
 
     defaults = EnvConfig(type="criteria", data="d.jsonl")
-    assert defaults.judge_concurrency == JudgeEndpoint.defaults()["max_concurrency"]
+    endpoint_defaults = JudgeEndpoint.defaults()
+    assert defaults.judge_concurrency == endpoint_defaults["max_concurrency"]
+    assert defaults.judge_timeout_s == endpoint_defaults["timeout_s"]
+    assert defaults.judge_max_attempts == endpoint_defaults["max_attempts"]
     assert defaults.criteria_judge_endpoint() is None and defaults.judge_overrides() == {}
     cfg = EnvConfig(
         type="criteria",
@@ -86,8 +89,14 @@ def test_the_config_judge_settings_are_a_judge_endpoint() -> None:
         judge_base_url="http://judge-host:8001/v1",
         judge_model="judge",
         judge_concurrency=128,
+        judge_timeout_s=5.0,
+        judge_max_attempts=2,
     )
     assert cfg.criteria_judge_endpoint() == JudgeEndpoint(
-        base_url="http://judge-host:8001/v1", model="judge", max_concurrency=128
+        base_url="http://judge-host:8001/v1",
+        model="judge",
+        max_concurrency=128,
+        timeout_s=5.0,
+        max_attempts=2,
     )
     assert cfg.judge_overrides() == {"base_url": "http://judge-host:8001/v1", "model": "judge"}

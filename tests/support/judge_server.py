@@ -18,6 +18,11 @@ An answer carries a ``usage`` block (``usage=False``: none) counting whitespace-
 ``prompt_tokens`` over the request's message contents, ``completion_tokens`` over the reply
 (``token_count``). Run as a script (``python -m tests.support.judge_server
 --delay 0.05``) to serve from a separate process; it prints the port on its first line.
+
+A judge that dies and comes back: ``JudgeProcess`` serves from a child process on a port that stays the same
+across restarts. ``exit_after(k)`` (``POST /v1/control {"exit_after": k}``) makes that process exit at once
+after its next ``k`` answers (``k`` 0: on the next request, unanswered): every request then in flight is
+dropped and the port stops listening, as when a judge server is killed mid-step.
 """
 
 from __future__ import annotations
@@ -26,10 +31,15 @@ import argparse
 import collections
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 DEFAULT_VERDICT = '{"reasoning": "The response satisfies the requirement.", "answer": 1.0}'
@@ -61,12 +71,26 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"{}")
         owner = self.server.owner
+        if self.path.endswith("/control"):
+            self._control(owner, body)
+            return
         fault = owner.record(body, self.headers.get("Authorization"))
+        owner.count_down(answered=False)
         try:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
                 self._answer(owner, body, fault)
         finally:
             owner.finished()
+        owner.count_down(answered=True)
+
+    def _control(self, owner: JudgeServer, body: dict[str, Any]) -> None:
+        """``{"exit_after": k}``: exit after the next ``k`` answers (a served process only)."""
+        answers = body.get("exit_after")
+        if owner.exit_process is None or not isinstance(answers, int) or answers < 0:
+            self._send(400, {"error": {"message": "exit_after needs a served process and a count >= 0"}})
+            return
+        owner.exit_after = answers
+        self._send(200, {"exit_after": answers})
 
     def _answer(self, owner: JudgeServer, body: dict[str, Any], fault: str | None) -> None:
         if fault in ("429", "500", "503"):
@@ -149,6 +173,7 @@ class JudgeServer:
         slow_s: float = 2.0,
         fault_for: FaultPicker | None = None,
         usage: bool = True,
+        port: int = 0,
     ):
         self.responder = responder
         """Builds the normal verdict text from a request body."""
@@ -168,12 +193,16 @@ class JudgeServer:
         """The ``Authorization`` header of each request."""
         self.fault_log: list[str | None] = []
         """The fault applied to each request (None: answered normally)."""
+        self.exit_after: int | None = None
+        """Answers left before the process exits (0: at the next request; None: never)."""
+        self.exit_process: Callable[[], None] | None = None
+        """Ends the process at once (set only when serving as a script: ``main``)."""
         self.in_flight = 0
         """Requests received and not yet answered."""
         self.max_in_flight = 0
         """The most requests in flight at once since the start."""
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd = _Server(("127.0.0.1", port), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
@@ -211,6 +240,16 @@ class JudgeServer:
         with self._lock:
             self.in_flight -= 1
 
+    def count_down(self, answered: bool) -> None:
+        """After an answer (``answered``), one fewer left before exiting; exit once none is left."""
+        with self._lock:
+            if self.exit_after is None or self.exit_process is None:
+                return
+            if answered:
+                self.exit_after = max(0, self.exit_after - 1)
+            if self.exit_after == 0:
+                self.exit_process()
+
     def start(self) -> JudgeServer:
         """Serve in a background thread."""
         self._thread.start()
@@ -228,12 +267,76 @@ class JudgeServer:
         self.stop()
 
 
+class JudgeProcess:
+    """``python -m tests.support.judge_server`` in a child process, on one port across restarts: killed, it
+    really stops listening; restarted, it listens again where it did. A context manager that kills it."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        """Latency added to every answer."""
+        self.port = 0
+        """The port it listens on (chosen by its first start)."""
+        self.process: subprocess.Popen[str] | None = None
+        """The serving process of the latest start."""
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as an OpenAI client's ``base_url``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> JudgeProcess:
+        """Start serving (on the port of the first start); returns once it listens."""
+        command = [sys.executable, "-m", "tests.support.judge_server", "--delay", str(self.delay_s)]
+        self.process = subprocess.Popen(
+            [*command, "--port", str(self.port)],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.strip().isdigit():
+            self.kill()
+            raise RuntimeError(f"the judge server did not start on port {self.port} (it printed {line!r})")
+        self.port = int(line)
+        return self
+
+    def exit_after(self, answers: int) -> None:
+        """Make the process exit after its next ``answers`` answers (0: at its next request)."""
+        request = urllib.request.Request(
+            f"{self.base_url}/control", data=json.dumps({"exit_after": answers}).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def kill(self) -> None:
+        """Kill the process (if it still runs) and wait until it has exited."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+    def restart(self) -> None:
+        """Kill it if it still runs, then serve again on the same port."""
+        self.kill()
+        self.start()
+
+    def __enter__(self) -> JudgeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
 def main() -> None:
-    """Serve from this process until killed; the first line printed is the port."""
+    """Serve from this process until killed (or told to exit); the first line printed is the port."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds added to every answer")
+    parser.add_argument("--port", type=int, default=0, help="the port to listen on (0: a free one)")
     args = parser.parse_args()
-    server = JudgeServer(delay_s=args.delay)
+    server = JudgeServer(delay_s=args.delay, port=args.port)
+    server.exit_process = lambda: os._exit(0)  # at once: the answers in flight are dropped, as by a kill
     print(server.port, flush=True)
     server._httpd.serve_forever()
 

@@ -19,7 +19,7 @@ from rubrics.judges import (
     JudgeRubric,
     LLMJudgeClient,
 )
-from tests.support.judge_server import DEFAULT_VERDICT, JudgeServer
+from tests.support.judge_server import DEFAULT_VERDICT, JudgeProcess, JudgeServer
 
 from .conftest import FAST, judge_of
 
@@ -66,6 +66,18 @@ async def test_persistent_fault_raises_after_the_last_retry(
         await judge_of(client)("prompt", "response")
     assert len(server.requests) == 4
     assert client.stats.failures == 1 and client.stats.retries == 3
+
+
+async def test_a_judge_that_never_answers_in_time_says_how_long_it_was_given(server: JudgeServer) -> None:
+    server.inject("slow", "slow")
+    async with LLMJudgeClient(server.base_url, "m", timeout_s=0.25, max_attempts=2, **FAST) as client:
+        with pytest.raises(JudgeError) as failed:
+            await judge_of(client)("prompt", "response")
+    assert str(failed.value) == (
+        f"judge 'm' at {server.base_url}: no verdict after 2 attempt(s): timeout: "
+        "no answer within timeout_s = 0.25 s"
+    )
+    assert client.stats.faults["timeout"] == 2 and client.stats.retries == 1
 
 
 async def test_a_failed_judge_marks_the_rollout_never_a_silent_zero(
@@ -198,3 +210,24 @@ async def test_unreachable_endpoint_is_a_counted_connection_fault() -> None:
         with pytest.raises(JudgeError, match="connection"):
             await judge_of(client)("p", "r")
     assert client.stats.faults["connection"] == 2
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
+async def test_a_judge_killed_mid_request_fails_those_verdicts_and_serves_again_once_back(lean: bool) -> None:
+    with JudgeProcess(delay_s=0.05) as judge:
+        async with LLMJudgeClient(judge.base_url, "m", max_attempts=2, lean_http=lean, **FAST) as client:
+            assert (await judge_of(client)("p", "warm")).answer == 1.0  # a kept-alive connection to it
+            judge.exit_after(1)  # one more answer, then the process exits with the others in flight
+            results = await asyncio.gather(
+                *(judge_of(client)("p", f"reply {i}") for i in range(4)), return_exceptions=True
+            )
+            failed = [r for r in results if isinstance(r, JudgeError)]
+            assert len(failed) == 3 and sum(isinstance(r, JudgeResponse) for r in results) == 1
+            assert all(
+                f"judge 'm' at {judge.base_url}: no verdict after 2 attempt(s)" in str(r) for r in failed
+            )
+            assert judge.process is not None and judge.process.wait(timeout=10) == 0  # it really exited
+            judge.restart()  # the same port; the same client, no new connection asked for
+            again = await asyncio.gather(*(judge_of(client)("p", f"again {i}") for i in range(4)))
+    assert [r.answer for r in again] == [1.0] * 4
+    assert client.stats.failures == 3 and client.stats.faults["connection"] >= 3
