@@ -34,7 +34,9 @@ warm_start:
 def trainer(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Stands in for ``train.trainer``: records the configs it is asked to train (none, when refused)."""
     calls: list[object] = []
-    monkeypatch.setitem(sys.modules, "train.trainer", types.SimpleNamespace(train=calls.append))
+    stopped = type("TooManyFailedRollouts", (RuntimeError,), {})  # what the command catches of a run
+    stand_in = types.SimpleNamespace(train=calls.append, TooManyFailedRollouts=stopped)
+    monkeypatch.setitem(sys.modules, "train.trainer", stand_in)
     monkeypatch.chdir(ROOT)
     return calls
 
