@@ -26,6 +26,7 @@ reach servers on other machines as files in a folder they all mount (``rollout.w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -376,14 +377,19 @@ class NcclWeightTransfer:
         done: asyncio.Future[tuple[int, float]] = loop.create_future()
         broadcaster, buffer_bytes = self.broadcaster, self.settings.buffer_bytes
 
+        def hand_over(settle: Callable[[Any], None], outcome: Any) -> None:
+            # a broadcast that ends after its update failed may outlive the run's event loop: nobody waits
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, outcome)
+
         def run() -> None:
             t0 = time.perf_counter()
             try:
                 sent = send_packed(broadcaster, tensors, metadata, buffer_bytes)
             except BaseException as exc:  # handed to the waiting coroutine
-                loop.call_soon_threadsafe(done.set_exception, exc)
+                hand_over(done.set_exception, exc)
             else:
-                loop.call_soon_threadsafe(done.set_result, (sent, time.perf_counter() - t0))
+                hand_over(done.set_result, (sent, time.perf_counter() - t0))
 
         threading.Thread(target=run, name="rubric-grpo-weights-broadcast", daemon=True).start()
         try:
