@@ -377,6 +377,7 @@ class LLMJudgeClient:
             except openai.BadRequestError:
                 if self.structured_output != "auto" or mode == "none":
                     raise
+                self.stats.fallbacks += 1
                 if self._mode == mode:
                     self._mode = _FALLBACK[mode]
                     logger.warning(

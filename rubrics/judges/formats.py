@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any, ClassVar
 
+REASON_MAX_CHARS = 500
+"""The longest reasoning (``explanation``) the JSON schema of a structured reply allows. The parser takes a
+longer one; the bound is for the server's grammar, without which a small judge model can write reasoning
+until ``max_tokens`` runs out and never reach its verdict (docs/criteria.md, A real LLM judge)."""
+
 
 class JudgeFormatError(ValueError):
     """A judge's reply does not fit its response format (the message says how)."""
@@ -140,7 +145,10 @@ class JudgeResponseFormat(ABC):
         """JSON schema of the whole reply object."""
         return {
             "type": "object",
-            "properties": {self.reasoning_key: {"type": "string"}, self.answer_key: self.answer_schema()},
+            "properties": {
+                self.reasoning_key: {"type": "string", "maxLength": REASON_MAX_CHARS},
+                self.answer_key: self.answer_schema(),
+            },
             "required": [self.reasoning_key, self.answer_key],
             "additionalProperties": False,
         }

@@ -21,6 +21,9 @@ class JudgeClientStats:
     """Attempts after a retryable fault."""
     cache_hits: int = 0
     """Verdicts served from the cache, or shared with an identical call in flight."""
+    fallbacks: int = 0
+    """Requests the server refused for their ``response_format`` and that were sent again in a simpler form
+    (``json_schema``, then ``json_object``, then plain text parsed and retried)."""
     failures: int = 0
     """Calls that raised ``JudgeError`` after their last attempt."""
     prompt_tokens: int = 0
@@ -36,8 +39,9 @@ class JudgeClientStats:
 
     def snapshot(self) -> dict[str, float]:
         """The counters as flat metrics: ``judge/calls``, ``judge/requests``, ``judge/retries``,
-        ``judge/cache_hits``, ``judge/failures``, ``judge/prompt_tokens``, ``judge/completion_tokens``,
-        ``judge/seconds``, and ``judge/faults/<cause>`` for each cause seen (why attempts failed)."""
+        ``judge/cache_hits``, ``judge/fallbacks``, ``judge/failures``, ``judge/prompt_tokens``,
+        ``judge/completion_tokens``, ``judge/seconds``, and ``judge/faults/<cause>`` for each cause seen (why
+        attempts failed)."""
         out = {f"judge/{name}": float(getattr(self, name)) for name in SNAPSHOT_FIELDS}
         out.update({f"judge/faults/{cause}": float(n) for cause, n in sorted(self.faults.items())})
         return out
@@ -52,6 +56,7 @@ SNAPSHOT_FIELDS = (
     "requests",
     "retries",
     "cache_hits",
+    "fallbacks",
     "failures",
     "prompt_tokens",
     "completion_tokens",

@@ -11,10 +11,16 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rubrics.judges.formats import JudgeFormatError, extract_json_object
+from rubrics.judges.formats import REASON_MAX_CHARS, JudgeFormatError, extract_json_object
 
 Status = Literal["MET", "UNMET"]
 M = TypeVar("M", bound=BaseModel)
+
+
+def _explanation() -> Any:
+    """An ``explanation`` field: any length is parsed, and its JSON schema (sent to a judge server as the
+    reply's grammar) holds it to ``REASON_MAX_CHARS``."""
+    return Field("", json_schema_extra={"maxLength": REASON_MAX_CHARS})
 
 
 def _status(value: Any) -> Any:
@@ -26,7 +32,7 @@ class PerCriterionOutput(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    explanation: str = ""
+    explanation: str = _explanation()
     """Why the criterion is met or not."""
     criterion_status: Status
     """``MET`` or ``UNMET``."""
@@ -41,7 +47,7 @@ class CriterionEvaluation(BaseModel):
 
     criterion_idx: int = Field(ge=0)
     """0-based index of the criterion in the rubric."""
-    explanation: str = ""
+    explanation: str = _explanation()
     """Why the criterion is met or not."""
     criterion_status: Status
     """``MET`` or ``UNMET``."""
@@ -63,7 +69,7 @@ class RubricAsJudgeOutput(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    explanation: str = ""
+    explanation: str = _explanation()
     """Why this score."""
     overall_score: float = Field(allow_inf_nan=False)
     """0 to 100; a value outside is kept as ``llm_raw_score`` and clamped in ``score``."""

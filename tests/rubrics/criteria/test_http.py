@@ -316,6 +316,7 @@ async def test_tokens_and_seconds_are_counted_and_snapshots_subtract(server: Jud
         "judge/requests": 3.0,
         "judge/retries": 0.0,
         "judge/cache_hits": 3.0,
+        "judge/fallbacks": 0.0,
         "judge/failures": 0.0,
         "judge/prompt_tokens": float(sum(prompt_tokens(b) for b in bodies)),
         "judge/completion_tokens": float(sum(token_count(scripted_judge(b)) for b in bodies)),

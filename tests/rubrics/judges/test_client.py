@@ -19,6 +19,7 @@ from rubrics.judges import (
     JudgeRubric,
     LLMJudgeClient,
 )
+from rubrics.judges.formats import REASON_MAX_CHARS
 from tests.support.judge_server import DEFAULT_VERDICT, JudgeProcess, JudgeServer
 
 from .conftest import FAST, judge_of
@@ -153,6 +154,8 @@ async def test_structured_output_falls_back_when_rejected(
     assert kinds == ["json_schema", "json_object", None]
     schema = server.requests[0]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["answer"]["enum"] == [1.0, 0.0]
+    assert schema["properties"]["reasoning"]["maxLength"] == REASON_MAX_CHARS
+    assert client.stats.fallbacks == 2  # each refused request counted
     await judge_of(client)("p", "another response")
     assert "response_format" not in server.requests[-1]  # the downgrade is remembered
 
