@@ -129,3 +129,22 @@ def restore_weights(rl_vllm_server: VllmServer, tiny_model_dir: Path) -> Iterato
 
     yield rl_vllm_server
     asyncio.run(push_weights(rl_vllm_server.base_url, tiny_model_dir / "model.safetensors", timeout_s=60))
+
+
+def smollm2_vllm_server(log_dir: Path, max_model_len: int, extra_args: tuple[str, ...] = ()) -> VllmServer:
+    """A server (not yet started) of SmolLM2-135M-Instruct, its log in ``log_dir``; skips the test without
+    vLLM or without the model (fails instead where vLLM is required)."""
+    from envs.models import ModelNotAvailableError, resolve_model
+
+    python = vllm_python_or_skip()
+    try:
+        model = resolve_model("smollm2")
+    except ModelNotAvailableError as exc:
+        pytest.skip(str(exc))
+    return VllmServer(
+        model,
+        python=python,
+        max_model_len=max_model_len,
+        extra_args=extra_args,
+        log_path=log_dir / "server.log",
+    )

@@ -26,16 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def smollm2_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """SmolLM2-135M-Instruct behind vLLM's OpenAI server, with the server's own structured-output backend."""
-    from envs.models import ModelNotAvailableError, resolve_model
-    from tests.support.vllm_fixtures import vllm_python_or_skip
+    from tests.support.vllm_fixtures import smollm2_vllm_server
 
-    python = vllm_python_or_skip()
-    try:
-        model = resolve_model("smollm2")
-    except ModelNotAvailableError as exc:
-        pytest.skip(str(exc))
-    log = tmp_path_factory.mktemp("judge-vllm") / "server.log"
-    with VllmServer(model, python=python, max_model_len=2048, log_path=log) as server:
+    with smollm2_vllm_server(tmp_path_factory.mktemp("judge-vllm"), 2048) as server:
         yield server
 
 

@@ -48,18 +48,9 @@ def test_local_backend_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 def smollm2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    from envs.models import ModelNotAvailableError, resolve_model
-    from tests.support.vllm_fixtures import TEST_SERVER_ARGS, vllm_python_or_skip
+    from tests.support.vllm_fixtures import TEST_SERVER_ARGS, smollm2_vllm_server
 
-    python = vllm_python_or_skip()
-    try:
-        model = resolve_model("smollm2")
-    except ModelNotAvailableError as exc:
-        pytest.skip(str(exc))
-    log = tmp_path_factory.mktemp("synth-vllm") / "server.log"
-    with VllmServer(
-        model, python=python, max_model_len=4096, extra_args=TEST_SERVER_ARGS, log_path=log
-    ) as server:
+    with smollm2_vllm_server(tmp_path_factory.mktemp("synth-vllm"), 4096, TEST_SERVER_ARGS) as server:
         yield server
 
 
