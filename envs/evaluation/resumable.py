@@ -5,7 +5,8 @@
 it is scored, in one write, flushed (``GroupWriter``): a kill at any moment leaves every finished group in
 the file, and at most the group being written cut short. Run again on the same DIR, the job reads the file
 back (``read_finished``), cuts off a torn tail (a last line without its newline, or a group with fewer than
-``n`` lines), and plays only the examples with no group yet: nothing is generated or judged twice.
+``n`` lines), takes out the groups with an errored rollout (their examples are not done), and plays only the
+examples with no group left: nothing written is generated or judged twice.
 
 ``job.json`` records the settings the results depend on (``JobRecord.settings``: the environment's, the
 model's, the sampling's, and a fingerprint of every input file), and the wall time spent so far. A rerun
@@ -30,8 +31,8 @@ from envs.examples import Example
 from envs.rollout import ScoredRollout
 
 FSYNC_EVERY_S = 1.0
-"""The longest a written group waits for ``fsync`` (a kill of the process loses nothing that was flushed;
-this bounds what a crash of the machine may lose)."""
+"""A write at least this long after the last ``fsync`` syncs the file again (and closing it does): a kill of
+the process loses nothing flushed; a crash of the machine, at most the groups written since the last sync."""
 
 
 @dataclass(frozen=True)
