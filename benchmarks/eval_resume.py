@@ -106,8 +106,25 @@ def _start(spec: Path, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+class _LineCounter:
+    """Counts the lines of a growing file, reading only what was appended since the last count."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        """The file."""
+        self.offset = 0
+        """Bytes counted so far."""
+        self.lines = 0
+        """Lines counted so far."""
+
+    def __call__(self) -> int:
+        if self.path.exists():
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                new = handle.read()
+            self.offset += len(new)
+            self.lines += new.count(b"\n")
+        return self.lines
 
 
 def measure(
@@ -136,8 +153,8 @@ def measure(
             )
         )
         start = time.perf_counter()
-        first = _start(spec, log)
-        while _lines(out / "rollouts.jsonl") < kill_at * examples:
+        first, lines = _start(spec, log), _LineCounter(out / "rollouts.jsonl")
+        while lines() < kill_at * examples:
             if first.poll() is not None:
                 raise RuntimeError(f"the first session ended before the kill: see {log}")
             time.sleep(0.05)
