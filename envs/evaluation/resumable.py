@@ -122,7 +122,10 @@ def still_to_run(examples: Sequence[Example], done: Sequence[ScoredRollout], n: 
     groups = Counter(r.scenario for r in done[::n]) if n > 0 else Counter()
     unknown = set(groups) - {e.name for e in examples}
     if unknown:
-        raise ValueError(f"the results name an example not in the data: {sorted(unknown)[0]!r}")
+        raise ValueError(
+            f"the rollouts already written name an example not in the data: {sorted(unknown)[0]!r} (give "
+            "--fresh to start over)"
+        )
     left = []
     for example in examples:
         if groups[example.name] > 0:
