@@ -3,6 +3,7 @@ HealthBench-shaped dataset (5,000 examples, 48,000 criteria by default).
 
     .venv/bin/python benchmarks/criteria_full_size.py [--examples 5000] [--criteria 48000]
         [--latency 0.05] [--concurrency 64] [--score-examples N] [--out DIR]
+        [--stages load,preflight,scoring,resume] [--kill-at 0.5]
 
 The dataset is generated (seeded), never copied: HealthBench's fields (``prompt_id``, ``prompt`` as a
 conversation that ends with the user, ``rubrics: [{criterion, points, tags}]`` with some negative points,
@@ -26,6 +27,11 @@ parquet (pyarrow, as ``datasets`` writes it), from the same records.
 
     ideal_s = LLM calls x latency / concurrency     (48,000 x 0.05 / 64 = 37.5 s)
     ratio   = wall_s / ideal_s                      (goal <= 1.1)
+
+- ``resume``: ``rubric-grpo eval``'s job over every example, a fixed reply per example for its policy,
+  killed by SIGKILL once ``--kill-at`` of the examples are written and run again on the same folder, against
+  the same judge (``benchmarks/eval_resume.py``): the judge calls before and after, and those the second
+  session made again for examples already written (the goal: 0).
 
 Prints one JSON object. Goals (issue 51): a load in seconds with a peak a small multiple of the file, and
 a ratio within 1.1.
@@ -53,6 +59,8 @@ WORDS = (
     "medicine allergy blood pressure heart skin rash swelling infection test result treatment follow up"
 )
 VOCABULARY = WORDS.split()
+STAGES = ("load", "preflight", "scoring", "resume")
+"""What the benchmark measures, in order (``--stages``)."""
 THEMES = ("emergency_referrals", "context_seeking", "global_health", "hedging", "communication")
 AXES = ("accuracy", "completeness", "communication_quality", "context_awareness", "instruction_following")
 
@@ -260,6 +268,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="judge calls in flight at most")
     parser.add_argument("--score-examples", type=int, help="score the first N examples (default: all)")
     parser.add_argument("--out", type=Path, help="write the files here (default: a temporary folder)")
+    parser.add_argument(
+        "--stages", default=",".join(STAGES), help="comma-separated, of %(default)s (default: all)"
+    )
+    parser.add_argument(
+        "--kill-at", type=float, default=0.5, help="resume: kill the first session at this share written"
+    )
     parser.add_argument("--child", nargs=2, metavar=("STAGE", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -277,10 +291,18 @@ def main() -> None:
             "write_s": round(time.perf_counter() - start, 3),
             "formats": sorted(files),
         }
+        stages = args.stages.split(",")
         for stage in ("load", "preflight"):
-            out[stage] = {kind: measure(stage, path) for kind, path in files.items()}
+            if stage in stages:
+                out[stage] = {kind: measure(stage, path) for kind, path in files.items()}
         scored = args.examples if args.score_examples is None else args.score_examples
-        out["scoring"] = scoring(files["jsonl"], scored, args.latency, args.concurrency)
+        if "scoring" in stages:
+            out["scoring"] = scoring(files["jsonl"], scored, args.latency, args.concurrency)
+        if "resume" in stages:
+            from benchmarks.eval_resume import measure as resume
+
+            resume_args = (args.examples, args.latency, args.concurrency, args.kill_at)
+            out["resume"] = resume(files["jsonl"], folder, *resume_args)
     print(json.dumps(out))
 
 

@@ -133,7 +133,14 @@ def _add_eval(sub: _Subcommands) -> None:
     ev.add_argument("--max-total-tokens", type=int, help="token budget per rollout (default 2048)")
     ev.add_argument("--judge", help="use this judge of the rubric by default (e.g. llm)")
     ev.add_argument("--system-prompt", help="the policy's system prompt (default: the environment's)")
-    ev.add_argument("--out", help="output folder (default runs/eval)")
+    ev.add_argument(
+        "--out",
+        help="output folder (default runs/eval); run again on the same folder, an evaluation resumes after "
+        "the examples already done there",
+    )
+    ev.add_argument(
+        "--fresh", action="store_true", help="start over in --out, discarding the results already there"
+    )
     ev.add_argument("--concurrency", type=int, help="scenario groups in flight (default 8)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(handler=commands.evaluate)

@@ -21,8 +21,10 @@ HealthBench or RaR does not know inside a criterion (``FILE:1: rubrics[0].review
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -60,41 +62,90 @@ def load_criteria_examples(
         raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
     path = Path(path)
     records = read_records(path, split)
-    if not records:
-        raise FileLoadError(path, "holds no records (expected at least one example)")
-    fmt = format if format != "auto" else _detect(records)
+    head = _head(records, path, auto=format == "auto")
+    fmt = format if format != "auto" else _detect(head)
     examples: list[CriteriaExample] = []
-    errors: list[FileLoadError] = []
-    first_of: dict[str, Record] = {}
-    ignored: list[tuple[Record, Place, str]] = []
-    for record in records:
+    tally = _Tally()
+    first_of: dict[str, tuple[str, str]] = {}  # an id's first file and place (not its record: kept small)
+    for record in itertools.chain(head, records):
+        tally.records += 1
         try:
-            example = _example(record, fmt, ignored)
+            example = _example(record, fmt, tally)
             if example.id in first_of:
                 raise _duplicate(record, first_of[example.id], example.id, fmt)
         except FileLoadError as exc:
-            errors.append(exc)
+            tally.bad(exc)
             continue
-        first_of[example.id] = record
+        first_of[example.id] = (record.doc.file, record.place())
         examples.append(example)
-    if errors:
-        first = errors[0]
-        bad = f"{len(errors)} of {len(records)} {fmt} records {'is' if len(errors) == 1 else 'are'} bad"
+    if tally.first_error is not None:
+        first = tally.first_error
+        bad = f"{tally.errors} of {tally.records} {fmt} records {'is' if tally.errors == 1 else 'are'} bad"
         whole = "the folder" if path.is_dir() else "the file"
         reason = f"{first.reason} ({bad}; {whole} is refused as a whole)"
         raise FileLoadError(first.file, reason, first.line, first.field)
-    _give_warnings(ignored, warn or _log_warning)
+    tally.give_warnings(warn or _log_warning)
     return examples
 
 
-def _give_warnings(ignored: Sequence[tuple[Record, Place, str]], warn: Warn) -> None:
-    """Each warning as an error at its place, the first ``MAX_WARNINGS`` one by one, then their count."""
-    for record, place, reason in ignored[:MAX_WARNINGS]:
-        warn(record.error(place, reason))
-    if len(ignored) > MAX_WARNINGS:
-        more = len(ignored) - MAX_WARNINGS
-        files = sorted({record.doc.file for record, _, _ in ignored[MAX_WARNINGS:]})
-        warn(FileLoadError(", ".join(files), f"{more} more warning(s) like these, not shown"))
+def _head(records: Iterator[Record], path: Path, auto: bool) -> list[Record]:
+    """The first records, taken from ``records``: up to the first that parsed (``auto``: its format is the
+    file's), else just the first.
+
+    Raises:
+        FileLoadError: there is none."""
+    head: list[Record] = []
+    for record in records:
+        head.append(record)
+        if not auto or record.broken is None:
+            break
+    if not head:
+        raise FileLoadError(path, "holds no records (expected at least one example)")
+    return head
+
+
+@dataclass
+class _Tally:
+    """What a load counts beside its examples: the records, the bad ones (the first kept), and the warnings
+    (the first ``MAX_WARNINGS`` kept with their records, the rest counted with their files)."""
+
+    records: int = 0
+    """Records read."""
+    errors: int = 0
+    """Bad records."""
+    first_error: FileLoadError | None = None
+    """The first bad record's error."""
+    warnings: list[tuple[Record, Place, str]] = field(default_factory=list)
+    """The first ``MAX_WARNINGS`` warnings: the record, the place in it, the reason."""
+    more_warnings: int = 0
+    """Warnings past those."""
+    more_files: set[str] = field(default_factory=set)
+    """The files of the warnings past those."""
+
+    def bad(self, error: FileLoadError) -> None:
+        """One more bad record."""
+        self.errors += 1
+        self.first_error = self.first_error or error
+
+    def warn(self, record: Record, place: Place, reason: str) -> None:
+        """One more warning."""
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append((record, place, reason))
+        else:
+            self.more_warnings += 1
+            self.more_files.add(record.doc.file)
+
+    def give_warnings(self, warn: Warn) -> None:
+        """Each kept warning as an error at its place, one by one, then the count of the rest."""
+        for record, place, reason in self.warnings:
+            warn(record.error(place, reason))
+        if self.more_warnings:
+            warn(
+                FileLoadError(
+                    ", ".join(sorted(self.more_files)),
+                    f"{self.more_warnings} more warning(s) like these, not shown",
+                )
+            )
 
 
 def _log_warning(warning: FileLoadError) -> None:
@@ -114,20 +165,21 @@ def _detect(records: Sequence[Record]) -> str:
         raise record.error((), exc.reason) from None
 
 
-def _duplicate(record: Record, first: Record, example_id: str, fmt: str) -> FileLoadError:
+def _duplicate(record: Record, first: tuple[str, str], example_id: str, fmt: str) -> FileLoadError:
+    """The error of ``record``, whose id ``first`` (a file and a place in it) already used."""
     key = {"native": "id", "healthbench": "prompt_id"}.get(fmt)
     if key is None:  # rar: the id the record wrote, or the one derived from its question
         key = next((k for k in ("id", "question_id") if k in record.data), "question")
-    where = first.place() if first.doc.file == record.doc.file else f"{first.doc.file} {first.place()}"
+    where = first[1] if first[0] == record.doc.file else f"{first[0]} {first[1]}"
     reason = f"the id {example_id!r} is used twice (first at {where})"
     if key == "question":
         reason = f"the same question as {where} (the id {example_id!r} is derived from the question)"
     return record.error((key,), reason)
 
 
-def _example(record: Record, fmt: str, ignored: list[tuple[Record, Place, str]]) -> CriteriaExample:
+def _example(record: Record, fmt: str, tally: _Tally) -> CriteriaExample:
     """``record`` as a ``CriteriaExample``, or the error of its first problem; what it holds that is read
-    but ignored is added to ``ignored``."""
+    but ignored is a warning in ``tally``."""
     if record.broken is not None:
         raise record.error((), record.broken)
     data = record.data
@@ -138,5 +190,6 @@ def _example(record: Record, fmt: str, ignored: list[tuple[Record, Place, str]])
         example = CriteriaExample.model_validate(converted.fields)
     except ValidationError as exc:
         raise record.schema_error(in_source(exc, converted)) from None
-    ignored += [(record, place, reason) for place, reason in converted.warnings]
+    for place, reason in converted.warnings:
+        tally.warn(record, place, reason)
     return example

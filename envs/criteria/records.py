@@ -5,7 +5,8 @@ an error about it names (``FILE:LINE``, ``FILE: [3]`` or ``FILE: row 12``). Noth
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import codecs
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,41 +66,56 @@ class Record:
         return FileLoadError(exc.file, exc.reason, exc.line, where)
 
 
-def read_records(path: Path, split: str | None) -> list[Record]:
-    """Every record of a JSONL, JSON or parquet file, a ``datasets`` folder or a dataset repository folder."""
+def read_records(path: Path, split: str | None) -> Iterator[Record]:
+    """Every record of a JSONL, JSON or parquet file, a ``datasets`` folder or a dataset repository folder.
+    A JSONL file is read as it is iterated, one line at a time (never held whole); a missing file or an
+    empty folder is refused at once."""
     if path.is_dir():
         if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
-            return _read_saved(path, split)
+            return iter(_read_saved(path, split))
         return _read_repository(path, split)
     if not path.exists():
         raise FileLoadError(path, "file not found")
     return _read_file(path)
 
 
-def _read_file(path: Path) -> list[Record]:
+def _read_file(path: Path) -> Iterator[Record]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _read_jsonl(path)
     if suffix == ".json":
-        return _read_json(path)
+        return iter(_read_json(path))
     if suffix == ".parquet":
-        return _read_parquet(path)
+        return iter(_read_parquet(path))
     raise FileLoadError(
         path,
         f"unknown kind of file {suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet or a folder)",
     )
 
 
-def _read_jsonl(path: Path) -> list[Record]:
-    """One record per non-blank line; a line that is not JSON is a bad record (counted with the rest)."""
-    records = []
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
-        if line.strip():
+def _read_jsonl(path: Path) -> Iterator[Record]:
+    """One record per non-blank line, read line by line; a line that is not JSON is a bad record (counted
+    with the rest). A UTF-16 file, or bytes that are not UTF-8, are refused as ``read_text`` refuses them."""
+    with path.open("rb") as handle:
+        offset = 0
+        for lineno, raw in enumerate(handle, start=1):
+            if lineno == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise FileLoadError(
+                    path, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+                )
+            start = len(codecs.BOM_UTF8) if lineno == 1 and raw.startswith(codecs.BOM_UTF8) else 0
             try:
-                records.append(Record(Document(parse_json(line, path), str(path), {(): lineno})))
-            except FileLoadError as exc:
-                records.append(Record(Document(None, str(path), {(): lineno}), broken=exc.reason))
-    return records
+                line = raw[start:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                at = start + exc.start
+                where = f"byte 0x{raw[at]:02x} at offset {offset + at} ({exc.reason})"
+                raise FileLoadError(path, f"not UTF-8: {where}; save it as UTF-8", lineno) from None
+            offset += len(raw)
+            if line.strip():
+                try:
+                    yield Record(Document(parse_json(line, path), str(path), {(): lineno}))
+                except FileLoadError as exc:
+                    yield Record(Document(None, str(path), {(): lineno}), broken=exc.reason)
 
 
 def _read_json(path: Path) -> list[Record]:
@@ -170,7 +186,7 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-def _read_repository(path: Path, split: str | None) -> list[Record]:
+def _read_repository(path: Path, split: str | None) -> Iterator[Record]:
     """The data files of a downloaded dataset repository (under ``data/`` when it has one), sorted by path;
     with ``split``, those whose path contains it. Hidden folders (``.git``, ``.cache``) are skipped."""
     root = path / "data" if (path / "data").is_dir() else path
@@ -190,4 +206,4 @@ def _read_repository(path: Path, split: str | None) -> list[Record]:
             names = ", ".join(f.relative_to(path).as_posix() for f in files[:10])
             raise FileLoadError(path, f"no data file has {split!r} in its path (its files: {names})")
         files = chosen
-    return [record for f in files for record in _read_file(f)]
+    return (record for f in files for record in _read_file(f))

@@ -1,5 +1,6 @@
 """Evaluation, in one place: run an environment on a model (``run``), summarise and plot what it did
-(``summary``), its result and folder (``result``), and the ``rubric-grpo eval`` job (``job``)."""
+(``summary``), its result and folder (``result``), the ``rubric-grpo eval`` job (``job``), and what a stopped
+one resumes from (``resumable``)."""
 
 from envs.evaluation.result import EvalFolder, Evaluation, read_evaluation
 from envs.evaluation.run import evaluate_to_dir, run_eval

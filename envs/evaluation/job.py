@@ -7,6 +7,7 @@ what an evaluation needs beyond them: which scenarios, how many rollouts, how to
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +18,12 @@ from pydantic import ValidationError
 from envs.backends.base import SamplingParams
 from envs.build import check_env_inputs, make_backend, make_env
 from envs.config import EnvConfig
+from envs.environment import Environment
 from envs.evaluation.result import EvalFolder
+from envs.evaluation.resumable import Resume, begin, end, fingerprint
 from envs.evaluation.run import run_eval
 from envs.evaluation.summary import EvalSummary, format_summary, plot_summary
+from envs.rollout import ScoredRollout
 
 ENV_FLAGS = {
     "rubric": "rubric",
@@ -67,6 +71,8 @@ class EvalJob:
     """Output folder: rollouts.jsonl, summary.json, eval.png."""
     concurrency: int = 8
     """Scenario groups in flight at once."""
+    fresh: bool = False
+    """Start over in ``out``, discarding the results there, instead of resuming after them."""
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, Any]) -> EvalJob:
@@ -94,34 +100,93 @@ class EvalJob:
         return cls(env=env_config, **job)
 
 
+RUNTIME_ENV_FIELDS = {
+    "judge_base_url",
+    "judge_concurrency",
+    "judge_timeout_s",
+    "judge_max_attempts",
+    "judge_api_key_env",
+}
+"""``EnvConfig`` fields that say where the judge is and how hard to press it, not what it judges: a resumed
+evaluation may change them (a judge served again on another port)."""
+
+
+def resume_settings(job: EvalJob, env_config: EnvConfig, model_dir: Path) -> dict[str, Any]:
+    """What the results of ``job`` depend on, recorded in its folder and compared when it resumes: the
+    environment's settings (its input files by content, not path), the model (its folder and the size of
+    each of its files), the rollouts per example, the split and the sampling."""
+    inputs = env_config.input_files()
+    paths = {name.removeprefix("env.").split(".")[0] for name, _, _ in inputs}
+    return {
+        "env": env_config.model_dump(exclude=RUNTIME_ENV_FIELDS | paths),
+        "inputs": {name: fingerprint(path) for name, path, _ in inputs},
+        "model": {
+            "path": str(model_dir.resolve()),
+            "files": {p.name: p.stat().st_size for p in sorted(model_dir.iterdir()) if p.is_file()},
+        },
+        "n": job.n,
+        "split": job.split,
+        "temperature": job.temperature,
+        "max_tokens": job.max_tokens,
+    }
+
+
 async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
-    """Run the evaluation and write its report; returns the summary."""
+    """Run the evaluation and write its report; returns the summary. A rerun on the same ``job.out`` resumes
+    after the examples done there (``envs.evaluation.resumable``), or starts over with ``job.fresh``."""
     from envs.models import resolve_model
 
     out = EvalFolder(Path(job.out))
     out.path.mkdir(parents=True, exist_ok=True)
     env_config = job.env if job.split != "all" else job.env.model_copy(update={"eval_fraction": 0.0})
-    try:  # every file read and checked before the model loads
-        check_env_inputs(env_config)
-    except ValueError as exc:  # a setting's error names its flag: "env.judge: what" is "--judge: what"
-        field, _, what = str(exc).partition(": ")
-        if field.startswith("env.") and field[4:] in _FLAG_OF:
-            raise ValueError(f"{_FLAG_OF[field[4:]]}: {what}") from None
-        raise
+    _check_inputs(env_config)  # every file read and checked before the model loads
     model_dir = resolve_model(job.model)
     if job.backend == "vllm" and not job.vllm_urls:
         raise ValueError("backend 'vllm' needs at least one --vllm-url")
+    resume = begin(out, resume_settings(job, env_config, model_dir), job.n, job.fresh) or Resume()
     colocate = {"max_model_len": job.env.max_total_tokens} if job.backend == "vllm_colocate" else None
     backend, tokenizer = make_backend(job.backend, model_dir, vllm_urls=job.vllm_urls, colocate=colocate)
     try:
         sampling = SamplingParams(temperature=job.temperature, max_tokens=job.max_tokens, seed=None)
         env, train, held = make_env(env_config, tokenizer, sampling)
         chosen = held if job.split == "eval" else train  # ``all``: nothing is held out
+        if resume.rollouts or resume.dropped_bytes or resume.retried:
+            print(_resuming(out, resume, len(chosen), job.n), file=sys.stderr)
         summary, rollouts = await run_eval(
-            env, backend, chosen, job.n, out.rollouts, job.concurrency, progress
+            env, backend, chosen, job.n, out.rollouts, job.concurrency, progress, resume
         )
     finally:
         await backend.close()
+    end(out, summary.wall_s)
+    _write_report(job, out, env, summary, rollouts)
+    return summary
+
+
+def _check_inputs(env_config: EnvConfig) -> None:
+    """``check_env_inputs``, a setting's error naming its flag: ``env.judge: what`` is ``--judge: what``."""
+    try:
+        check_env_inputs(env_config)
+    except ValueError as exc:
+        field, _, what = str(exc).partition(": ")
+        if field.startswith("env.") and field[4:] in _FLAG_OF:
+            raise ValueError(f"{_FLAG_OF[field[4:]]}: {what}") from None
+        raise
+
+
+def _resuming(out: EvalFolder, resume: Resume, examples: int, n: int) -> str:
+    """The line that says what a resumed evaluation found in its folder."""
+    line = f"resuming {out.path}: {len(resume.rollouts) // n} of {examples} examples already done"
+    if resume.dropped_bytes:
+        line += f"; cut off a torn tail of {resume.dropped_bytes} bytes (a group a stop left unfinished)"
+    if resume.retried:
+        line += f"; {resume.retried} examples with an errored rollout are played again"
+    return line
+
+
+def _write_report(
+    job: EvalJob, out: EvalFolder, env: Environment, summary: EvalSummary, rollouts: list[ScoredRollout]
+) -> None:
+    """``summary.json``, the plot and the environment's sections (per-tag scores), printed and written."""
     out.summary.write_text(
         json.dumps(
             {
@@ -140,4 +205,3 @@ async def run_job(job: EvalJob, progress: bool = True) -> EvalSummary:
         print("\n" + "\n".join(extra))
         out.report.write_text("\n".join(extra) + "\n", encoding="utf-8")
     print(f"\nrollouts: {out.rollouts}\nsummary:  {out.summary}\nplot:     {out.plot}")
-    return summary

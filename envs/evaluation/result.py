@@ -15,6 +15,7 @@ ROLLOUTS_FILE = "rollouts.jsonl"
 SUMMARY_FILE = "summary.json"
 PLOT_FILE = "eval.png"
 REPORT_FILE = "report.md"
+JOB_FILE = "job.json"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,12 @@ class EvalFolder:
     def report(self) -> Path:
         """``rubric-grpo eval``'s environment sections (e.g. per-tag scores), when it has any."""
         return self.path / REPORT_FILE
+
+    @property
+    def job(self) -> Path:
+        """``rubric-grpo eval``'s settings and time so far, which a rerun resumes from
+        (``envs.evaluation.resumable``)."""
+        return self.path / JOB_FILE
 
 
 @dataclass(frozen=True)

@@ -580,3 +580,22 @@ def test_a_run_logs_the_warnings_once_when_it_builds_its_environment_not_in_its_
         assert caplog.messages == []
         criteria_inputs(cfg)
     assert [m.split(": ", 2)[1] for m in caplog.messages] == ["rubric[0].weight_reason"]
+
+
+def test_a_jsonl_file_is_read_line_by_line_and_bad_bytes_are_named(tmp_path: Path) -> None:
+    """The records of a JSONL file come one line at a time (the first is read before a bad byte further on
+    is met), and a byte that is not UTF-8 is named by its line and its offset in the file, past a UTF-8
+    byte-order mark too."""
+    from envs.criteria.records import read_records
+
+    good = b'{"id": "a", "prompt": "Hi?", "criteria": [{"weight": 1, "requirement": "x"}]}\n'
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\n" + b'{"id": "b\xff"}\n')
+    records = read_records(path, None)
+    assert next(records).data["id"] == "a"
+    offset = 3 + len(good) + 1 + len(b'{"id": "b')
+    message = rf"{path}:3: not UTF-8: byte 0xff at offset {offset} \(invalid start byte\)"
+    with pytest.raises(FileLoadError, match=message):
+        next(records)
+    with pytest.raises(FileLoadError, match=message):
+        load_criteria_examples(path)
