@@ -177,12 +177,30 @@ def peak_rss_gib() -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
-def peak_memory_gib() -> dict[str, float]:
-    """``memory/peak_rss_gib`` (``peak_rss_gib``) and, on CUDA, the peak of memory allocated on this
-    process's GPU; logged every step."""
+def rss_gib() -> float | None:
+    """This process's resident memory now in GiB (``VmRSS``, read from ``/proc/self/statm``); None where
+    there is no ``/proc`` (macOS). Unlike ``peak_rss_gib`` it falls when memory is handed back, so a steady
+    climb of it over steps is memory held, not a new peak."""
+    try:
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return resident_pages * resource.getpagesize() / 2**30
+
+
+def memory_gib() -> dict[str, float]:
+    """The memory metrics logged every step, in GiB: ``memory/peak_rss_gib`` (``peak_rss_gib``) and
+    ``memory/rss_gib`` (``rss_gib``, where the OS tells it), and on CUDA this process's GPU's peak allocated
+    memory (``memory/peak_gpu_gib``), the memory its tensors hold now (``memory/gpu_allocated_gib``) and
+    what torch's caching allocator holds now (``memory/gpu_reserved_gib``)."""
     import torch
 
     out = {"memory/peak_rss_gib": peak_rss_gib()}
+    now = rss_gib()
+    if now is not None:
+        out["memory/rss_gib"] = now
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["memory/gpu_allocated_gib"] = torch.cuda.memory_allocated() / 2**30
+        out["memory/gpu_reserved_gib"] = torch.cuda.memory_reserved() / 2**30
     return out

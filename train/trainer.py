@@ -42,7 +42,7 @@ from train.backend import PolicyWeights, adapter_prefix, rollout_backend
 from train.backend_kinds import backend_kind
 from train.checkpoint import TrainerState, check_resumable, load_latest, save_checkpoint
 from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
-from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
+from train.distributed import is_deepspeed, make_accelerator, memory_gib, tune_host_allocator
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
@@ -240,7 +240,7 @@ def step_metrics(
     seconds: dict[str, float],
 ) -> dict[str, float]:
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
-    memory so far."""
+    memory so far and the memory held now."""
     metrics = rollout_metrics(rollouts.all_rollouts, rollouts.kept_advantages)
     metrics.update(depth_advantage_metrics([g.rollouts for g in rollouts.kept_groups]))
     guides = [r for g in rollouts.groups for r in g.guides if r.healthy]
@@ -260,7 +260,7 @@ def step_metrics(
             "time/train_s": seconds["train"],
             "time/sync_s": seconds["sync"],
             "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
-            **peak_memory_gib(),
+            **memory_gib(),
         }
     )
     return metrics
