@@ -416,9 +416,9 @@ class TrainConfig(Section):
     onednn_cache_capacity: int | None = Field(256, ge=0)
     """Runs on a CPU: how many entries each of oneDNN's two caches keyed by tensor shapes may hold (its
     primitive cache, ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, and torch's ``LRU_CACHE_CAPACITY``; 1024 each by
-    default). Each bf16 matrix product of a new shape adds an entry of about 0.3 MiB to each, and multi-turn
+    default). Each bf16 matrix product of a new shape adds about 0.6 MiB between the two, and multi-turn
     rollouts and micro-batches of varied length bring new shapes every step, so a long run's memory climbed
-    for hundreds of steps (``train.distributed.cap_onednn_caches``; docs/results.md). None leaves them as
+    step after step (``train.distributed.cap_onednn_caches``; docs/results.md). None leaves them as
     they are. An environment variable of either name already set wins."""
     trim_host_memory: bool = True
     """Runs on a CPU with ``reuse_freed_host_memory`` off: after every step glibc's ``malloc_trim`` hands the

@@ -170,7 +170,7 @@ def cap_onednn_caches(capacity: int) -> dict[str, str]:
     Each new shape of a bf16 matrix product adds an entry to oneDNN's primitive cache and one to torch's
     (ideep's) cache of computations, about 0.6 MiB between them, up to 1024 entries each by default; an
     evicted entry frees memory between live ones. Rollouts and micro-batches of varied length bring new
-    shapes every step: the main job's resident memory climbed 0.06 GiB a step (docs/results.md)."""
+    shapes every step: the main job's peak RSS climbed 0.06 GiB a step (docs/results.md, issue 52)."""
     import os
 
     for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
