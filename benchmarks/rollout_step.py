@@ -1,7 +1,7 @@
 """The main job's GRPO step at GPU scale, on a randomly initialised model of a real architecture: in-loop
 tokens/s, the step's time split, decode forward passes against their floor, rows per decode forward against
-the rollouts in flight, peak GPU memory, host RSS per step, the training step's MFU, and a held-out
-evaluation of 48 multi-turn rollouts.
+the rollouts in flight, peak GPU memory, host RSS and GPU memory per step and their slopes
+(``train.memory_trend``), the training step's MFU, and a held-out evaluation of 48 multi-turn rollouts.
 
     .venv/bin/python benchmarks/rollout_step.py --arch tiny                    # CPU: the counts
     .venv/bin/python benchmarks/rollout_step.py --arch smollm2-135m --steps 5  # a CUDA host (scripts/gpu_check.sh)
@@ -182,6 +182,7 @@ def main() -> None:
 
     import train.trainer as trainer_module
     from train.config_files import load_config
+    from train.memory_trend import memory_slopes
 
     work = Path(args.out or tempfile.mkdtemp(prefix="rollout_step_"))
     shutil.rmtree(work, ignore_errors=True)
@@ -267,7 +268,10 @@ def main() -> None:
                 "in_flight_per_forward": in_flight_per_forward,
                 "rows_over_in_flight": rows_per_forward / max(in_flight_per_forward, 1e-9),
                 "peak_rss_gib": r.get("memory/peak_rss_gib"),
+                "rss_gib": r.get("memory/rss_gib"),
                 "peak_gpu_gib": r.get("memory/peak_gpu_gib"),
+                "gpu_allocated_gib": r.get("memory/gpu_allocated_gib"),
+                "gpu_reserved_gib": r.get("memory/gpu_reserved_gib"),
                 "mfu": flops / (r["time/train_s"] * peak) if peak and r.get("time/train_s") else None,
             }
         )
@@ -286,6 +290,8 @@ def main() -> None:
         },
         "wall_s": wall,
         "steps": per_step,
+        # GiB per step of the memory held now, over the steps after the first (its one-time allocations)
+        "memory_slopes": memory_slopes(steps, last=len(steps) - 1 if len(steps) > 2 else None),
         "forwards_over_floor_mean": _mean([s["forwards_over_floor"] for s in per_step]),
         "rows_over_in_flight_mean": _mean([s["rows_over_in_flight"] for s in per_step]),
         "step_s_mean": _mean([s["generate_and_score_s"] + s["train_s"] + s["sync_s"] for s in per_step]),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: the `gpu` tests, then the GPU benchmark (benchmarks/rollout_step.py: the main job's rollout
-# shape on randomly initialised SmolLM2-135M and Qwen2.5-1.5B architectures), as one JSON on stdout.
+# shape on randomly initialised SmolLM2-135M and Qwen2.5-1.5B architectures), as one JSON on stdout, with the
+# slope of the host's and the GPU's memory over the benchmark's steps (memory_gib_per_step).
 # Needs no network; finishes within 8 minutes (each part has its own time limit).
 #   scripts/gpu_check.sh                       on a CUDA host, after ./install.sh
 #   GPU_CHECK_ARCHS=tiny scripts/gpu_check.sh  a dry run of the script itself (e.g. on a CPU)
@@ -29,6 +30,7 @@ done
 "$PY" - "$OUT" $ARCHS <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
 from pathlib import Path
+from train.memory_trend import memory_slopes
 
 out, archs = Path(sys.argv[1]), sys.argv[2:]
 report = {"check": "gpu_check", "tests": {"exit": int((out / "tests.rc").read_text())}}
@@ -51,5 +53,15 @@ for arch in archs:
             "logged_steps": [json.loads(x) for x in metrics.read_text().splitlines()] if metrics.is_file() else [],
             "stderr_tail": (out / f"{arch}.err").read_text(errors="replace")[-2000:],
         }
+        steps = report[arch]["logged_steps"]
+        report[arch]["memory_slopes"] = memory_slopes(steps, last=len(steps) - 1 if len(steps) > 2 else None)
+    # GiB per step of the host's RSS and of the GPU's allocated and reserved memory, over the steps after the
+    # first: about 0 when flat; what each step adds when memory is held (train.memory_trend)
+    slopes = report[arch].get("memory_slopes") or {}
+    report.setdefault("memory_gib_per_step", {})[arch] = {
+        name: slopes[key]["gib_per_step"] if key in slopes else None
+        for name, key in (("host_rss", "memory/rss_gib"), ("gpu_allocated", "memory/gpu_allocated_gib"),
+                          ("gpu_reserved", "memory/gpu_reserved_gib"))
+    }
 print(json.dumps(report, indent=2))
 EOF

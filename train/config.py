@@ -413,6 +413,18 @@ class TrainConfig(Section):
     (``train.distributed.single_malloc_arena``; as ``MALLOC_ARENA_MAX=1``). Default on: in the main job it
     lowered both the peak and the wall time; turn it off only to compare. No effect with a GPU, or off
     glibc."""
+    onednn_cache_capacity: int | None = Field(256, ge=0)
+    """Runs on a CPU: how many entries each of oneDNN's two caches keyed by tensor shapes may hold (its
+    primitive cache, ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, and torch's ``LRU_CACHE_CAPACITY``; 1024 each by
+    default). Each bf16 matrix product of a new shape adds about 0.6 MiB between the two, and multi-turn
+    rollouts and micro-batches of varied length bring new shapes every step, so a long run's memory climbed
+    step after step (``train.distributed.cap_onednn_caches``; docs/results.md). None leaves them as
+    they are. An environment variable of either name already set wins."""
+    trim_host_memory: bool = True
+    """Runs on a CPU with ``reuse_freed_host_memory`` off: after every step glibc's ``malloc_trim`` hands the
+    free pages inside its heap back to the OS (``train.distributed.trim_host_memory``), not only those at its
+    top, so memory freed between long-lived blocks stops adding to the resident size step after step. No
+    effect with ``reuse_freed_host_memory`` (which keeps freed memory on purpose), a GPU, or off glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -162,13 +162,46 @@ def single_malloc_arena() -> bool:
     return bool(mallopt is not None and mallopt(M_ARENA_MAX, 1))
 
 
+def cap_onednn_caches(capacity: int) -> dict[str, str]:
+    """Hold each of oneDNN's caches keyed by tensor shapes to ``capacity`` entries; returns the settings in
+    force. oneDNN reads them at its first primitive, so call this before any torch operation; an
+    environment variable already set is left as it is.
+
+    Each new shape of a bf16 matrix product adds an entry to oneDNN's primitive cache and one to torch's
+    (ideep's) cache of computations, about 0.6 MiB between them, up to 1024 entries each by default; an
+    evicted entry frees memory between live ones. Rollouts and micro-batches of varied length bring new
+    shapes every step: the main job's peak RSS climbed 0.06 GiB a step (docs/results.md, issue 52)."""
+    import os
+
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        os.environ.setdefault(name, str(capacity))
+    return {name: os.environ[name] for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
+
+
+def trim_host_memory() -> bool:
+    """Hand every free page of glibc's heaps back to the OS (``malloc_trim(0)``), those between live blocks
+    too; True if it released any. ``free`` alone returns only the top of the heap, so memory freed between
+    long-lived blocks stays resident. Off glibc this does nothing and returns False."""
+    if platform.system() != "Linux":
+        return False
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return bool(trim(0))
+
+
 def tune_host_allocator(cfg: TrainConfig) -> None:
-    """The run's settings of glibc's malloc on a CPU: ``single_malloc_arena`` and ``reuse_freed_memory``
-    where ``cfg`` asks for them (``single_malloc_arena``, ``reuse_freed_host_memory``)."""
+    """The run's settings of glibc's malloc and oneDNN's caches on a CPU: ``single_malloc_arena``,
+    ``reuse_freed_memory`` and ``cap_onednn_caches`` where ``cfg`` asks for them (``single_malloc_arena``,
+    ``reuse_freed_host_memory``, ``onednn_cache_capacity``)."""
     if cfg.single_malloc_arena:
         single_malloc_arena()
     if cfg.reuse_freed_host_memory:
         reuse_freed_memory()
+    if cfg.onednn_cache_capacity is not None:
+        cap_onednn_caches(cfg.onednn_cache_capacity)
 
 
 def peak_rss_gib() -> float:
@@ -177,12 +210,30 @@ def peak_rss_gib() -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
-def peak_memory_gib() -> dict[str, float]:
-    """``memory/peak_rss_gib`` (``peak_rss_gib``) and, on CUDA, the peak of memory allocated on this
-    process's GPU; logged every step."""
+def rss_gib() -> float | None:
+    """This process's resident memory now in GiB (``VmRSS``, read from ``/proc/self/statm``); None where
+    there is no ``/proc`` (macOS). Unlike ``peak_rss_gib`` it falls when memory is handed back, so a steady
+    climb of it over steps is memory held, not a new peak."""
+    try:
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return resident_pages * resource.getpagesize() / 2**30
+
+
+def memory_gib() -> dict[str, float]:
+    """The memory metrics logged every step, in GiB: ``memory/peak_rss_gib`` (``peak_rss_gib``) and
+    ``memory/rss_gib`` (``rss_gib``, where the OS tells it), and on CUDA this process's GPU's peak allocated
+    memory (``memory/peak_gpu_gib``), the memory its tensors hold now (``memory/gpu_allocated_gib``) and
+    what torch's caching allocator holds now (``memory/gpu_reserved_gib``)."""
     import torch
 
     out = {"memory/peak_rss_gib": peak_rss_gib()}
+    now = rss_gib()
+    if now is not None:
+        out["memory/rss_gib"] = now
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["memory/gpu_allocated_gib"] = torch.cuda.memory_allocated() / 2**30
+        out["memory/gpu_reserved_gib"] = torch.cuda.memory_reserved() / 2**30
     return out

@@ -19,7 +19,7 @@ KL and clipping               KL (left axis), clip fractions (right axis)       
                                                                                  ``train/clip/...``
 Lengths (tokens)              completion tokens per rollout                      ``length/..._tokens_...``
 Time split (s per step)       waiting for rollouts, the update, the weight sync  ``time/{wait,train,sync}_s``
-Memory (GiB)                  peak host and GPU memory                           ``memory/...``
+Memory (GiB)                  host and GPU memory, peak and current             ``memory/...``
 ============================  =================================================  =========================
 
 The interval of a held-out evaluation is the logged ``reward_ci95``, clustered by scenario

@@ -42,7 +42,13 @@ from train.backend import PolicyWeights, adapter_prefix, rollout_backend
 from train.backend_kinds import backend_kind
 from train.checkpoint import TrainerState, check_resumable, load_latest, save_checkpoint
 from train.config import TRAIN_SET, LoggingConfig, RolloutConfig, TrainConfig
-from train.distributed import is_deepspeed, make_accelerator, peak_memory_gib, tune_host_allocator
+from train.distributed import (
+    is_deepspeed,
+    make_accelerator,
+    memory_gib,
+    trim_host_memory,
+    tune_host_allocator,
+)
 from train.memory_check import check_at_start
 from train.metrics_log import RunLogger, progress_printer
 from train.orchestrator import Orchestrator, StepRollouts
@@ -168,6 +174,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # -- 6. the loop: rollouts (maybe ahead), update, sync, log, checkpoint ---------------------------------
     prefetch = Prefetch(orchestrator, loop, cfg.rollout.max_off_policy_steps, cfg.max_steps)
     progress = progress_printer(cfg.logging, cfg.max_steps, accelerator.is_main_process, start_step)
+    on_cpu = accelerator.device.type == "cpu"
+    trim = on_cpu and cfg.trim_host_memory and not cfg.reuse_freed_host_memory
     for step in range(start_step, cfg.max_steps):
         rollouts, t_wait = timed(prefetch.take, step)
         check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
@@ -186,6 +194,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         # the held-out curve of a long run
         if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_sets:
             evaluate(after_step(step + 1), step + 1)
+        if trim:  # the pages freed between live blocks go back to the OS (TrainConfig.trim_host_memory)
+            worker.run(trim_host_memory)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
     after = evaluate(AFTER, cfg.max_steps) if eval_sets else None
@@ -240,7 +250,7 @@ def step_metrics(
     seconds: dict[str, float],
 ) -> dict[str, float]:
     """Everything logged for one step: rollouts, groups, the update's statistics, the time split, the peak
-    memory so far."""
+    memory so far and the memory held now."""
     metrics = rollout_metrics(rollouts.all_rollouts, rollouts.kept_advantages)
     metrics.update(depth_advantage_metrics([g.rollouts for g in rollouts.kept_groups]))
     guides = [r for g in rollouts.groups for r in g.guides if r.healthy]
@@ -260,7 +270,7 @@ def step_metrics(
             "time/train_s": seconds["train"],
             "time/sync_s": seconds["sync"],
             "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
-            **peak_memory_gib(),
+            **memory_gib(),
         }
     )
     return metrics

@@ -76,6 +76,8 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
     peak_now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # this process ran the trainer
     peaks = [r["memory/peak_rss_gib"] for r in steps]
     assert 0.1 < peaks[0] <= peaks[1] <= peak_now  # a running maximum, in GiB
+    # the memory held now, read when the step is logged: never far over the peak read just before it
+    assert all(0.1 < r["memory/rss_gib"] <= r["memory/peak_rss_gib"] + 0.05 for r in steps)
     assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
     # one interval: summary.json's is the one logged for report.png (all rewards 0.0: a half-width of 0.0)
     after = json.loads((run / "eval_after" / "summary.json").read_text())
