@@ -57,6 +57,7 @@ def make_env(
             show_reference=cfg.show_reference,
             judge_client=client,
             clip_reward=cfg.clip_reward,
+            scaffold=cfg.scaffold,
         )
         return env, [Example(criteria=e) for e in train_set], [Example(criteria=e) for e in held_set]
     if cfg.type == "single_turn":

@@ -21,6 +21,37 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+class ScaffoldConfig(Section):
+    """Rubric scaffolding (RuscaRL): during training, some of an example's positive criteria are shown to the
+    policy in its prompt as hints, a share that decays over the run; held-out evaluation never shows them
+    (``envs.criteria.scaffold``, ``docs/training.md``, Rubric scaffolding)."""
+
+    share_start: float = Field(1.0, ge=0.0, le=1.0)
+    """The share of an example's positive criteria shown at the first step (the most hinted rollout's, under
+    ``per_rollout: graded``)."""
+    share_end: float = Field(0.0, ge=0.0, le=1.0)
+    """The share shown once the decay is over (at most ``share_start``)."""
+    schedule: Literal["sigmoid", "linear"] = "sigmoid"
+    """How the share falls from ``share_start`` to ``share_end``: a straight line, or RuscaRL's sigmoid (flat
+    at first, steepest half-way through the decay, flat at its end)."""
+    decay_fraction: float = Field(1.0, gt=0.0, le=1.0)
+    """The share of the run's steps the decay takes: it reaches ``share_end`` at step
+    ``decay_fraction * (max_steps - 1)`` and stays there."""
+    per_rollout: Literal["graded", "same"] = "graded"
+    """``graded``: rollout ``i`` of a group of ``G`` gets ``i / (G - 1)`` of the step's share (RuscaRL's
+    intra-group differentiation: the first rollout of every group sees no hint, the last the whole share);
+    ``same``: every rollout gets the step's share."""
+
+    @model_validator(mode="after")
+    def _decays(self) -> ScaffoldConfig:
+        if self.share_end > self.share_start:
+            raise ValueError(
+                f"env.scaffold.share_end: {self.share_end} is above share_start {self.share_start}; "
+                "the share shown decays"
+            )
+        return self
+
+
 class EnvConfig(Section):
     """The environment and its data."""
 
@@ -94,6 +125,9 @@ class EnvConfig(Section):
     """Model replies per rollout."""
     max_total_tokens: int = Field(1024, ge=16)
     """Token budget of one rollout (prompt, replies and reveals)."""
+    scaffold: ScaffoldConfig | None = None
+    """Rubric scaffolding of training prompts (``criteria``): some positive criteria shown as hints, a share
+    that decays over the run; None (the default): no hints."""
 
     def input_files(self) -> list[tuple[str, str, bool]]:
         """``(field, path, a folder will do)`` for every file this environment reads."""
@@ -144,7 +178,9 @@ class EnvConfig(Section):
                 raise ValueError(
                     "env.judge_base_url: a criteria LLM judge needs both judge_base_url and judge_model"
                 )
-        elif not self.clip_reward:
+        elif self.scaffold is not None:
+            raise ValueError(f"env.scaffold: hints are a criteria environment's criteria, not {self.type}'s")
+        if self.type != "criteria" and not self.clip_reward:
             raise ValueError(
                 f"env.clip_reward: only a criteria environment's reward can be unclipped, not {self.type}'s"
             )

@@ -18,7 +18,7 @@ import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from envs.backends.base import InferenceBackend, Sample, SamplingParams
@@ -33,6 +33,19 @@ from rubrics.types import Messages, Rollout, StopReason, TrajectoryStep
 
 P = TypeVar("P")
 """A multi-turn environment's bookkeeping of one rollout in progress (``MultiTurnEnv.setup`` makes it)."""
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """Where a training run stands when it asks for a group: what an environment may vary its training
+    prompts by (rubric scaffolding's hints). Held-out evaluation passes none, so it sees the plain prompts."""
+
+    seed: int
+    """The run's seed."""
+    step: int
+    """The 0-based optimiser step the group is for."""
+    max_steps: int
+    """The run's optimiser steps."""
 
 
 def completion_messages(rollout: Rollout) -> list[dict[str, Any]]:
@@ -166,8 +179,11 @@ class Environment:
         if rollout.trajectory:
             rollout.sequence = build_sequence(rollout.trajectory)
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
-        """``n`` rollouts of one example (a GRPO group), unscored."""
+    async def rollout_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep | None = None
+    ) -> list[Rollout]:
+        """``n`` rollouts of one example (a GRPO group), unscored; ``training``: the training step they are
+        for (None: an evaluation)."""
         raise NotImplementedError
 
     def failed_rollout(self, example: Example, exc: Exception) -> Rollout:
@@ -176,16 +192,19 @@ class Environment:
         rollout.fail(type(exc).__name__, f"{type(exc).__name__}: {exc}")
         return rollout
 
-    async def run_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
+    async def run_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep | None = None
+    ) -> list[Rollout]:
         """``n`` rollouts of one example, scored with the rubric (the example injected as ``example``):
         rewards and metrics. Advantages are the caller's, over the groups it holds
-        (``rubrics.advantages.episode_credit``).
+        (``rubrics.advantages.episode_credit``). ``training``: the training step the group is for (None, an
+        evaluation's group: the plain prompts).
 
         A rollout that failed (the backend, a judge after its retries, the chat template) is marked and
         left out of scoring: reward NaN, later advantage 0.0, out of its group's baseline and of the loss.
         The other rollouts of the group go on."""
         start = time.perf_counter()
-        rollouts = await self.rollout_group(example, backend, n)
+        rollouts = await self.rollout_group(example, backend, n, training)
         await self.rubric.score_rollouts([r for r in rollouts if not r.error], example)
         for r in rollouts:
             if r.reward is None:  # failed before scoring (scoring errors keep their metrics)
@@ -197,8 +216,15 @@ class Environment:
 class SingleTurnEnv(Environment):
     """One model reply per rollout; the whole group is sampled in one request."""
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
-        messages = self.initial_messages(example)
+    async def rollout_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep | None = None
+    ) -> list[Rollout]:
+        return await self.sample_group(example, backend, self.initial_messages(example), n)
+
+    async def sample_group(
+        self, example: Example, backend: InferenceBackend, messages: list[dict[str, Any]], n: int
+    ) -> list[Rollout]:
+        """``n`` rollouts of ``example`` that open with ``messages``, sampled in one request, unscored."""
         prompt_ids = chat_ids(self.tokenizer, messages)
         budget = self.max_total_tokens - len(prompt_ids)
         rollouts = [self.new_rollout(example, messages) for _ in range(n)]
@@ -256,7 +282,9 @@ class MultiTurnEnv(Environment, Generic[P]):
     def finish(self, example: Example, rollout: Rollout, progress: P) -> None:
         """Per-rollout teardown once the rollout has stopped (its ``stop_reason`` set; default: none)."""
 
-    async def rollout_group(self, example: Example, backend: InferenceBackend, n: int) -> list[Rollout]:
+    async def rollout_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep | None = None
+    ) -> list[Rollout]:
         return list(await asyncio.gather(*(self._rollout_or_failure(example, backend) for _ in range(n))))
 
     async def _rollout_or_failure(self, example: Example, backend: InferenceBackend) -> Rollout:

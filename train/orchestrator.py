@@ -24,7 +24,7 @@ from typing import Any
 
 from envs.backends.base import TrainingBackend
 from envs.backends.replay import ReplayBackend, reply_ids
-from envs.environment import Environment
+from envs.environment import Environment, TrainingStep
 from envs.examples import Example
 from envs.rollout import RolloutGroup, ScoredRollout, rewards_and_errors, scored_groups
 from rubrics.advantages import GroupCredit, episode_credit, is_errored, mixed_credit, reply_credit_per_node
@@ -108,6 +108,7 @@ class Orchestrator:
         sampler: str = "shuffle",
         guides: Mapping[str, Sequence[dict[str, str]]] | None = None,
         process: tuple[int, int] = (0, 1),
+        max_steps: int = 1,
     ) -> None:
         if advantage.credit != "episode" and not env.credits_replies:
             raise ValueError(
@@ -134,6 +135,9 @@ class Orchestrator:
         name; empty: no guides."""
         self._guide_replies: dict[str, list[list[int]]] = {}
         """The token ids of each demonstration's replies, made the first time its example is drawn."""
+        self.run_seed, self.max_steps = seed, max_steps
+        """The run's seed and steps: every group is asked for with its ``TrainingStep`` (what a schedule over
+        the run, such as rubric scaffolding's, reads)."""
 
     @classmethod
     def from_config(
@@ -153,7 +157,20 @@ class Orchestrator:
         per_step, size = rollout.prompts_per_step, rollout.group_size
         guides = guide_messages(cfg, examples) if rollout.guide else None
         sampler, advantage = rollout.sampler, cfg.advantage
-        return cls(env, backend, examples, per_step, size, advantage, seed, cursor, sampler, guides, process)
+        return cls(
+            env,
+            backend,
+            examples,
+            per_step,
+            size,
+            advantage,
+            seed,
+            cursor,
+            sampler,
+            guides,
+            process,
+            cfg.max_steps,
+        )
 
     def produce(self, step: int, policy_version: int) -> Coroutine[Any, Any, StepRollouts]:
         """Take the examples of ``step`` from the cursor now, in the caller's thread, and return the coroutine
@@ -187,7 +204,8 @@ class Orchestrator:
         stats = self.backend.decode_stats
         before = replace(stats) if stats is not None else None
         examples = [self.examples[i] for i in indices]
-        groups = await asyncio.gather(*(self._group(e) for e in examples))
+        training = TrainingStep(self.run_seed, step, self.max_steps)
+        groups = await asyncio.gather(*(self._group(e, training) for e in examples))
         elapsed = time.perf_counter() - start
         return StepRollouts(
             groups=scored_groups(groups, self._credit(examples, groups), self.group_size),
@@ -216,10 +234,11 @@ class Orchestrator:
             return mixed_credit(rewards_NG, errored_NG, credits_NG, self.advantage.node_weight, scale, drop)
         return reply_credit_per_node(rewards_NG, errored_NG, credits_NG, scale, drop)
 
-    async def _group(self, example: Example) -> list[Rollout]:
-        """The example's G sampled rollouts, scored, then its guide's (``rollout.guide``): its demonstration
-        played through the environment by a ``ReplayBackend``, scored by the same rubric."""
-        rollouts = await self.env.run_group(example, self.backend, self.group_size)
+    async def _group(self, example: Example, training: TrainingStep) -> list[Rollout]:
+        """The example's G sampled rollouts for ``training``'s step, scored, then its guide's
+        (``rollout.guide``): its demonstration played through the environment by a ``ReplayBackend`` on the
+        plain prompt (the demonstration answers it), scored by the same rubric."""
+        rollouts = await self.env.run_group(example, self.backend, self.group_size, training)
         if not self.guides:
             return rollouts
         replies = self._guide_replies.get(example.name)

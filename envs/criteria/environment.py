@@ -11,24 +11,39 @@ Every rollout keeps its verdicts in ``rollout.criteria`` (``rubrics.types.Criter
 example's tags and one verdict per criterion (name, weight, tags, met, judged_by).
 Step metrics add the share of criteria met, of pitfalls made, and per-tag scores (``tag/<tag>/score``,
 ``rubrics.criteria.tag_scores.step_tag_metrics``).
+With ``scaffold`` (``env.scaffold``) training groups are rubric-scaffolded (``envs.criteria.scaffold``): each
+rollout's prompt carries some positive criteria as hints, its own share of them, and the loss trains on the
+prompt it was sampled from; the hints a rollout was shown are in ``info["scaffold_hints"]``, and the step
+metrics add ``scaffold/share_shown`` and ``scaffold/share_scheduled``. Groups without a training step
+(held-out evaluation) never see a hint.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.backends.base import SamplingParams
-from envs.environment import SingleTurnEnv
+from envs.backends.base import InferenceBackend, SamplingParams
+from envs.config import ScaffoldConfig
+from envs.criteria import scaffold as scaffolding
+from envs.environment import SingleTurnEnv, TrainingStep
 from envs.examples import Example
 from envs.rollout import ScoredRollout
 from rubrics.criteria.autograders.mixed import RuleFirstGrader
+from rubrics.criteria.criterion import Criterion
 from rubrics.criteria.example import CriteriaExample
 from rubrics.criteria.tag_scores import format_tag_table, metric_name, step_tag_metrics, tag_scores
 from rubrics.judges.base import response_text
 from rubrics.multistep.probe import PolicyScore, ProbeRollout, score_rollouts
 from rubrics.rubric import Rubric
 from rubrics.types import CriteriaVerdicts, CriterionVerdict, Messages, RewardWithMetrics, Rollout
+
+HINTS_KEY = "scaffold_hints"
+"""The key of ``Rollout.info`` listing the criteria a scaffolded rollout was shown (``scaffold.hint_key``)."""
+SHARE_KEY = "scaffold_share"
+"""The key of ``Rollout.info`` that holds the share of positive criteria a scaffolded rollout was to be shown
+(the schedule's, spread over its group), before rounding to a count."""
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful, knowledgeable assistant. Answer the user's question directly and specifically, "
@@ -50,6 +65,7 @@ class CriteriaEnv(SingleTurnEnv):
         show_reference: bool = True,
         judge_client: Any = None,
         clip_reward: bool = True,
+        scaffold: ScaffoldConfig | None = None,
     ) -> None:
         self.examples: dict[str, CriteriaExample] = {}
         """Every example the environment may be asked to play, by id."""
@@ -67,6 +83,8 @@ class CriteriaEnv(SingleTurnEnv):
         self.clip_reward = clip_reward
         """The reward is the autograder's score, clipped to [0, 1] (True), or the unclipped per-example
         score."""
+        self.scaffold = scaffold
+        """Rubric scaffolding of training groups (None: none)."""
         super().__init__(
             [Example(criteria=e) for e in self.examples.values()],
             self._rubric(),
@@ -116,6 +134,41 @@ class CriteriaEnv(SingleTurnEnv):
         """The reward of a graded reply (``criteria_reward`` under ``clip_reward``)."""
         return criteria_reward(verdicts.score, verdicts.raw_score, verdicts.possible, self.clip_reward)
 
+    async def rollout_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep | None = None
+    ) -> list[Rollout]:
+        """The group of ``example``; a training group under ``scaffold`` is ``scaffolded_group``."""
+        if self.scaffold is None or training is None:
+            return await super().rollout_group(example, backend, n, training)
+        return await self.scaffolded_group(example, backend, n, training)
+
+    async def scaffolded_group(
+        self, example: Example, backend: InferenceBackend, n: int, training: TrainingStep
+    ) -> list[Rollout]:
+        """``n`` rollouts of ``example`` at ``training``'s step, rollout ``i`` shown the hints
+        ``scaffold.chosen_hints`` picks for its share; rollouts shown the same hints are sampled in one
+        request, the requests at once (a batching backend decodes them together)."""
+        assert self.scaffold is not None
+        criteria = self.example_named(example.name)
+        share = scaffolding.scheduled_share(self.scaffold, training.step, training.max_steps)
+        shares = scaffolding.rollout_shares(self.scaffold, share, n)
+        hints = [
+            scaffolding.chosen_hints(criteria, s, training.seed, training.step, i)
+            for i, s in enumerate(shares)
+        ]
+        keys = [tuple(scaffolding.hint_key(c) for c in h) for h in hints]
+        distinct = list(dict.fromkeys(keys))
+        plain = self.initial_messages(example)
+        requests = [
+            self.sample_group(example, backend, _with_hints(plain, hints[keys.index(k)]), keys.count(k))
+            for k in distinct
+        ]
+        sampled = {k: iter(g) for k, g in zip(distinct, await asyncio.gather(*requests), strict=True)}
+        rollouts = [next(sampled[k]) for k in keys]
+        for rollout, key, aimed in zip(rollouts, keys, shares, strict=True):
+            rollout.info[HINTS_KEY], rollout.info[SHARE_KEY] = list(key), aimed
+        return rollouts
+
     # -- what the trainer and ``rubric-grpo eval`` ask every environment ------------------------------
 
     async def probe(self, train: Sequence[Example], held: Sequence[Example]) -> list[PolicyScore]:
@@ -164,10 +217,40 @@ class CriteriaEnv(SingleTurnEnv):
         """The step's criteria and per-tag metrics (``step_tag_metrics``), and the LLM judge's calls,
         requests, retries, cache hits, failures, tokens and seconds since the last step."""
         out = step_tag_metrics(_graded(rollouts))
+        if self.scaffold is not None:
+            out.update(self._scaffold_metrics(rollouts))
         if self.judge_client is not None:
             out.update(self.judge_client.stats.since(self._judge_seen))
             self._judge_seen = self.judge_client.stats.snapshot()
         return out
+
+    def _scaffold_metrics(self, rollouts: Sequence[ScoredRollout]) -> dict[str, float]:
+        """``scaffold/share_shown``: the mean over ``rollouts`` of the share of its example's positive
+        criteria each was shown (0 for a rollout shown none, an evaluation's included);
+        ``scaffold/share_scheduled``: the mean of the shares they were to be shown (``SHARE_KEY``), before
+        rounding to a count."""
+        shown = []
+        for r in rollouts:
+            positive = scaffolding.positive_criteria(self.example_named(str(r.info.get("scenario"))))
+            shown.append(len(r.info.get(HINTS_KEY, [])) / len(positive) if positive else 0.0)
+        if not shown:
+            return {}
+        aimed = [float(r.info.get(SHARE_KEY, 0.0)) for r in rollouts]
+        return {
+            "scaffold/share_shown": sum(shown) / len(shown),
+            "scaffold/share_scheduled": sum(aimed) / len(aimed),
+        }
+
+
+def _with_hints(messages: list[dict[str, Any]], hints: Sequence[Criterion]) -> list[dict[str, Any]]:
+    """``messages`` with ``hints`` appended to the last user message (a copy; ``messages`` unchanged)."""
+    text = scaffolding.hint_text(hints)
+    if not text:
+        return messages
+    out = [dict(m) for m in messages]
+    last = max(i for i, m in enumerate(out) if m.get("role") == "user")
+    out[last]["content"] = f"{out[last]['content']}{text}"
+    return out
 
 
 def criteria_reward(score: float, raw_score: float, possible: float, clip: bool) -> float:

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from envs.criteria.scaffold import HINT_HEADER
 from rubrics.criteria.example import CriteriaExample
 from tests.train.runs import SMALL_RUN, metrics, run_config
 from train.trainer import train
@@ -73,3 +74,35 @@ def test_criteria_run_logs_tags_and_reports_beside_the_probe(
     assert "## Held-out by tag: untrained" in report and "## Held-out by tag: trained" in report
     assert "| overall |" in report and "- every rule phrase: " in report
     assert "first decision" not in report  # no requirement DAG here
+
+
+@pytest.mark.slow
+def test_a_scaffolded_run_logs_the_share_shown_and_evaluates_on_plain_prompts(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    train_file, held_file = rule_only_split(tmp_path)
+    run = tmp_path / "run"
+    cfg = run_config(
+        "criteria_cpu_scaffold.yaml",
+        tiny_model_dir,
+        run,
+        "max_steps=2",
+        f"env.data={train_file}",
+        f"env.eval_data={held_file}",
+        *SMALL_RUN,
+        "rollout.prompts_per_step=1",
+        "logging.eval_every=0",
+        "env.scaffold.per_rollout=same",
+        "env.scaffold.schedule=linear",
+    )
+    train(cfg)
+    steps = [r for r in metrics(run) if "reward/mean" in r]
+    assert [r["scaffold/share_shown"] for r in steps] == [1.0, 0.0]  # every hint, then none: it decayed
+    assert [r["scaffold/share_scheduled"] for r in steps] == [1.0, 0.0]
+    for when in ("eval_before", "eval_after"):
+        for line in (run / when / "rollouts.jsonl").read_text().splitlines():
+            rollout = json.loads(line)
+            assert (
+                HINT_HEADER not in json.dumps(rollout["prompt"]) and "scaffold_hints" not in rollout["info"]
+            )

@@ -39,7 +39,9 @@ class FakeEnv:
         self.rubric = Rubric(funcs=[_score])
         self.calls: list[int] = []
 
-    async def run_group(self, example: dict[str, Any], backend: Any, n: int) -> list[Rollout]:
+    async def run_group(
+        self, example: dict[str, Any], backend: Any, n: int, training: Any = None
+    ) -> list[Rollout]:
         self.calls.append(example["id"])
         rollouts = [
             Rollout(
