@@ -86,7 +86,7 @@ def _read_file(path: Path) -> Iterator[Record]:
     if suffix == ".json":
         return iter(_read_json(path))
     if suffix == ".parquet":
-        return iter(_read_parquet(path))
+        return _read_parquet(path)
     raise FileLoadError(
         path,
         f"unknown kind of file {suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet or a folder)",
@@ -131,16 +131,30 @@ def _read_json(path: Path) -> list[Record]:
     return [Record(doc, (*where, i)) for i in range(len(items))]
 
 
-def _read_parquet(path: Path) -> list[Record]:
+def _read_parquet(path: Path) -> Iterator[Record]:
+    """The file's rows as records, a batch of rows at a time: the whole table is never turned into Python
+    objects at once (docs/results.md, the criteria data at full size)."""
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise FileLoadError(path, "reading parquet needs pyarrow (pip install -e '.[train]')") from None
+    row = 0
     try:
-        table = pq.read_table(path)
+        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        batch = next(batches, None)
+        while batch is not None:
+            for values in batch.to_pylist():
+                yield Record(Document(_drop_nulls(values), str(path)), row=row)
+                row += 1
+            batch = next(batches, None)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise FileLoadError(path, f"not a readable parquet file: {exc}") from None
-    return _rows(table.to_pylist(), path)
+    pa.default_memory_pool().release_unused()  # pyarrow's allocator keeps freed batches: 30 MiB at full size
+
+
+PARQUET_BATCH_ROWS = 512
+"""Rows of a parquet file turned into Python objects at once."""
 
 
 def _read_saved(path: Path, split: str | None) -> list[Record]:
