@@ -118,17 +118,23 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 """glibc ``mallopt`` parameters (malloc.h)."""
 
 
-def _mallopt() -> Any:
-    """glibc's ``mallopt(param, value)`` of this process, or None off Linux or where the C library has
-    none."""
+def _libc_function(name: str, argtypes: list[Any]) -> Any:
+    """The function ``name`` of this process's own C library (glibc), taking ``argtypes`` and returning an
+    int, or None off Linux or where the C library has none."""
     if platform.system() != "Linux":
         return None
     try:
-        mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
+        function = getattr(ctypes.CDLL(None), name)  # the process's own C library
     except (OSError, AttributeError):
         return None
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
+
+
+def _mallopt() -> Any:
+    """glibc's ``mallopt(param, value)`` of this process, or None off Linux or where the C library has
+    none."""
+    return _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
 
 
 def reuse_freed_memory(mmap_threshold: int = 256 << 20) -> bool:
@@ -173,22 +179,19 @@ def cap_onednn_caches(capacity: int) -> dict[str, str]:
     shapes every step: the main job's peak RSS climbed 0.06 GiB a step (docs/results.md, issue 52)."""
     import os
 
-    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+    names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    for name in names:
         os.environ.setdefault(name, str(capacity))
-    return {name: os.environ[name] for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
+    return {name: os.environ[name] for name in names}
 
 
 def trim_host_memory() -> bool:
     """Hand every free page of glibc's heaps back to the OS (``malloc_trim(0)``), those between live blocks
     too; True if it released any. ``free`` alone returns only the top of the heap, so memory freed between
     long-lived blocks stays resident. Off glibc this does nothing and returns False."""
-    if platform.system() != "Linux":
+    trim = _libc_function("malloc_trim", [ctypes.c_size_t])
+    if trim is None:
         return False
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return bool(trim(0))
 
 
