@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 from envs.criteria.scaffold import HINT_HEADER
 from rubrics.criteria.example import CriteriaExample
 from tests.train.runs import SMALL_RUN, metrics, run_config
+from train.config import TrainConfig
 from train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,25 +40,31 @@ def rule_only_split(tmp_path: Path) -> tuple[Path, Path]:
     return files["train"], files["held"]
 
 
-@pytest.mark.slow
-def test_criteria_run_logs_tags_and_reports_beside_the_probe(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch
-) -> None:
-    monkeypatch.chdir(ROOT)
+def rule_only_run(config: str, tiny_model_dir: Path, tmp_path: Path, *overrides: str) -> TrainConfig:
+    """``configs/train/<config>``: two steps of one prompt on ``rule_only_split``'s files, output to
+    ``tmp_path / "run"``, held-out evaluations before and after only; then ``overrides``."""
     train_file, held_file = rule_only_split(tmp_path)
-    run = tmp_path / "run"
-    cfg = run_config(
-        "criteria_cpu.yaml",
+    return run_config(
+        config,
         tiny_model_dir,
-        run,
+        tmp_path / "run",
         "max_steps=2",
         f"env.data={train_file}",
         f"env.eval_data={held_file}",
         *SMALL_RUN,
         "rollout.prompts_per_step=1",
         "logging.eval_every=0",
+        *overrides,
     )
-    result = train(cfg)
+
+
+@pytest.mark.slow
+def test_criteria_run_logs_tags_and_reports_beside_the_probe(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    run = tmp_path / "run"
+    result = train(rule_only_run("criteria_cpu.yaml", tiny_model_dir, tmp_path))
     steps = [r for r in metrics(run) if "reward/mean" in r]
     assert len(steps) == 2
     for r in steps:
@@ -81,22 +88,9 @@ def test_a_scaffolded_run_logs_the_share_shown_and_evaluates_on_plain_prompts(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.chdir(ROOT)
-    train_file, held_file = rule_only_split(tmp_path)
     run = tmp_path / "run"
-    cfg = run_config(
-        "criteria_cpu_scaffold.yaml",
-        tiny_model_dir,
-        run,
-        "max_steps=2",
-        f"env.data={train_file}",
-        f"env.eval_data={held_file}",
-        *SMALL_RUN,
-        "rollout.prompts_per_step=1",
-        "logging.eval_every=0",
-        "env.scaffold.per_rollout=same",
-        "env.scaffold.schedule=linear",
-    )
-    train(cfg)
+    overrides = ("env.scaffold.per_rollout=same", "env.scaffold.schedule=linear")
+    train(rule_only_run("criteria_cpu_scaffold.yaml", tiny_model_dir, tmp_path, *overrides))
     steps = [r for r in metrics(run) if "reward/mean" in r]
     assert [r["scaffold/share_shown"] for r in steps] == [1.0, 0.0]  # every hint, then none: it decayed
     assert [r["scaffold/share_scheduled"] for r in steps] == [1.0, 0.0]
