@@ -24,43 +24,26 @@ sys.path.insert(0, str(ROOT))
 MIB = 2**20
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in [
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        ]
-    ]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     parser.add_argument("--shapes", type=int, default=1600)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--capacity", type=int, default=None, help="both caches' entries (default: theirs)")
+    parser.add_argument("--features", type=int, nargs=2, default=[64, 128], metavar=("IN", "OUT"))
     args = parser.parse_args()
 
     import contextlib
 
     import torch
 
-    from train.distributed import cap_onednn_caches, rss_gib, trim_host_memory
+    from train.distributed import MallInfo2, cap_onednn_caches, rss_gib, trim_host_memory
 
     if args.capacity is not None:  # after importing torch, before its first operation
         cap_onednn_caches(args.capacity)
     libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = _MallInfo2
-    linear, x_1NH = torch.nn.Linear(64, 128), torch.randn(1, args.shapes, 64)
+    libc.mallinfo2.restype = MallInfo2
+    linear, x_1NH = torch.nn.Linear(*args.features), torch.randn(1, args.shapes, args.features[0])
     bf16 = args.dtype == "bfloat16"
     start = (rss_gib() or 0.0) * 1024
     rows = []
@@ -77,7 +60,13 @@ def main() -> None:
         k: os.environ.get(k, "default") for k in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
     }
     after_trim = round((rss_gib() or 0.0) * 1024 - start)
-    out = {"dtype": args.dtype, "caches": caches, "rows": rows, "rss_mib_after_malloc_trim": after_trim}
+    out = {
+        "dtype": args.dtype,
+        "features": args.features,
+        "caches": caches,
+        "rows": rows,
+        "rss_mib_after_malloc_trim": after_trim,
+    }
     print(json.dumps(out))
 
 

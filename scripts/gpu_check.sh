@@ -60,8 +60,8 @@ for arch in archs:
     slopes = report[arch].get("memory_slopes") or {}
     report.setdefault("memory_gib_per_step", {})[arch] = {
         name: slopes[key]["gib_per_step"] if key in slopes else None
-        for name, key in (("host_rss", "memory/rss_gib"), ("gpu_allocated", "memory/gpu_allocated_gib"),
-                          ("gpu_reserved", "memory/gpu_reserved_gib"))
+        for name, key in (("host_rss", "memory/rss_gib"), ("host_heap_in_use", "memory/heap_in_use_gib"),
+                          ("gpu_allocated", "memory/gpu_allocated_gib"), ("gpu_reserved", "memory/gpu_reserved_gib"))
     }
 print(json.dumps(report, indent=2))
 EOF

@@ -421,10 +421,11 @@ class TrainConfig(Section):
     step after step (``train.distributed.cap_onednn_caches``; docs/results.md). None leaves them as
     they are. An environment variable of either name already set wins."""
     trim_host_memory: bool = True
-    """Runs on a CPU with ``reuse_freed_host_memory`` off: after every step glibc's ``malloc_trim`` hands the
-    free pages inside its heap back to the OS (``train.distributed.trim_host_memory``), not only those at its
-    top, so memory freed between long-lived blocks stops adding to the resident size step after step. No
-    effect with ``reuse_freed_host_memory`` (which keeps freed memory on purpose), a GPU, or off glibc."""
+    """Runs on a CPU with ``reuse_freed_host_memory`` off: after every step's update (before the step's memory
+    is logged) and after every held-out evaluation, glibc's ``malloc_trim`` hands the free pages inside its
+    heap back to the OS (``train.distributed.trim_host_memory``), not only those at its top, so memory freed
+    between long-lived blocks stops adding to the resident size step after step. No effect with
+    ``reuse_freed_host_memory`` (which keeps freed memory on purpose), a GPU, or off glibc."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     """The policy."""
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -224,17 +224,50 @@ def rss_gib() -> float | None:
     return resident_pages * resource.getpagesize() / 2**30
 
 
+class MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33 on): the main arena's heap, the mmapped blocks."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")
+    ]  # fmt: skip
+
+
+def heap_gib() -> dict[str, float]:
+    """glibc's malloc now, in GiB: ``memory/heap_in_use_gib``, the bytes of live blocks (the heap's and the
+    mmapped ones), and ``memory/heap_free_gib``, the free bytes inside the heap, resident until reused or
+    trimmed (``trim_host_memory``). Empty off glibc or before 2.33 (no ``mallinfo2``). It counts the main
+    arena only: every thread's, where the run keeps one arena (``single_malloc_arena``).
+
+    RSS rising with the bytes in use is memory something holds (a cache, a leak); rising with the free
+    bytes, memory the allocator keeps between live blocks (docs/results.md, Host memory over a long run)."""
+    if platform.system() != "Linux":
+        return {}
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.argtypes, mallinfo2.restype = [], MallInfo2
+    info = mallinfo2()
+    return {
+        "memory/heap_in_use_gib": (info.uordblks + info.hblkhd) / 2**30,
+        "memory/heap_free_gib": info.fordblks / 2**30,
+    }
+
+
 def memory_gib() -> dict[str, float]:
-    """The memory metrics logged every step, in GiB: ``memory/peak_rss_gib`` (``peak_rss_gib``) and
-    ``memory/rss_gib`` (``rss_gib``, where the OS tells it), and on CUDA this process's GPU's peak allocated
-    memory (``memory/peak_gpu_gib``), the memory its tensors hold now (``memory/gpu_allocated_gib``) and
-    what torch's caching allocator holds now (``memory/gpu_reserved_gib``)."""
+    """The memory metrics logged every step, in GiB: ``memory/peak_rss_gib`` (``peak_rss_gib``),
+    ``memory/rss_gib`` (``rss_gib``, where the OS tells it), glibc's heap (``heap_gib``), and on CUDA this
+    process's GPU's peak allocated memory (``memory/peak_gpu_gib``), the memory its tensors hold now
+    (``memory/gpu_allocated_gib``) and what torch's caching allocator holds (``memory/gpu_reserved_gib``)."""
     import torch
 
     out = {"memory/peak_rss_gib": peak_rss_gib()}
     now = rss_gib()
     if now is not None:
         out["memory/rss_gib"] = now
+    out.update(heap_gib())
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         out["memory/peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
         out["memory/gpu_allocated_gib"] = torch.cuda.memory_allocated() / 2**30

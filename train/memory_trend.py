@@ -1,7 +1,9 @@
 """The trend of a run's memory over its steps: the least-squares slope, in GiB per step, of each memory metric
-that is held now rather than a running peak (``memory/rss_gib``, and on CUDA ``memory/gpu_allocated_gib`` and
-``memory/gpu_reserved_gib``; ``train.distributed.memory_gib``), over the last steps of a run's
-``metrics.jsonl``. A flat run's slope is about 0 however high its peak; a leak's is what each step adds.
+that is held now rather than a running peak (``memory/rss_gib``; glibc's ``memory/heap_in_use_gib`` and
+``memory/heap_free_gib``; on CUDA ``memory/gpu_allocated_gib`` and ``memory/gpu_reserved_gib``;
+``train.distributed.memory_gib``), over the last steps of a run's ``metrics.jsonl``. A flat run's slope is
+about 0 however high its peak; a leak's is what each step adds. Where the RSS climbs, the heap's two say
+whom to blame: live blocks (a cache, a leak) or free space the allocator keeps.
 
 The one place the slope is computed: the flat-memory tests (``tests/train/test_host_memory.py``), the GPU
 check (``benchmarks/rollout_step.py``, ``scripts/gpu_check.sh``) and docs/results.md's numbers use it.
@@ -17,7 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-HELD_NOW = ("memory/rss_gib", "memory/gpu_allocated_gib", "memory/gpu_reserved_gib")
+HELD_NOW = (
+    "memory/rss_gib",
+    "memory/heap_in_use_gib",
+    "memory/heap_free_gib",
+    "memory/gpu_allocated_gib",
+    "memory/gpu_reserved_gib",
+)
 """The memory metrics whose slope tells memory held from a peak (the ``memory/peak_...`` ones only rise)."""
 
 

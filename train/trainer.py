@@ -181,8 +181,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         check_failures(rollouts.all_rollouts, step, cfg.rollout.max_errored_fraction)
         backend.release()  # a colocated engine gives its device memory back while the policy trains
         batch_stats, t_train = timed(worker.run, policy.learn, rollouts, backend, step)
+        # the pages freed between live blocks go back to the OS (TrainConfig.trim_host_memory), so the step's
+        # memory/rss_gib is what it holds, not what it freed
+        t_trim = timed(worker.run, trim_host_memory)[1] if trim else 0.0
         synced, t_sync = timed(loop.run, _sync(cfg.rollout, backend, weights, policy.tokenizer, step + 1))
-        seconds = {"wait": t_wait, "train": t_train, "sync": t_sync}
+        seconds = {"wait": t_wait, "train": t_train, "trim": t_trim, "sync": t_sync}
         metrics = {
             **step_metrics(rollouts, step, cfg.rollout, batch_stats, seconds),
             **synced,
@@ -194,8 +197,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         # the held-out curve of a long run
         if _evaluate_now(cfg.logging, cfg.max_steps, step + 1) and eval_sets:
             evaluate(after_step(step + 1), step + 1)
-        if trim:  # the pages freed between live blocks go back to the OS (TrainConfig.trim_host_memory)
-            worker.run(trim_host_memory)
+            if trim:
+                worker.run(trim_host_memory)
 
     # -- 7. evaluate after, report ----------------------------------------------------------------------
     after = evaluate(AFTER, cfg.max_steps) if eval_sets else None
@@ -268,6 +271,7 @@ def step_metrics(
             "time/generate_and_score_s": rollouts.generate_s,
             "time/wait_s": seconds["wait"],
             "time/train_s": seconds["train"],
+            "time/trim_s": seconds["trim"],
             "time/sync_s": seconds["sync"],
             "tokens_per_s/generate": tokens / max(rollouts.generate_s, 1e-9),
             **memory_gib(),

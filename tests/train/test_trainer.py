@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import resource
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
+import train.trainer as trainer_module
 from tests.train.runs import SMALL_RUN, metrics, run_config
 from train.trainer import train
 
@@ -56,7 +58,12 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         "env.eval_scenarios=null",
         "warm_start.demonstrations=null",  # the random model as it is: no reward signal (see test_warm_start.py)
     )
+    events: list[str] = []  # the host's memory is trimmed (trim_host_memory: true) before the step reads it
+    trim, memory = trainer_module.trim_host_memory, trainer_module.memory_gib
+    monkeypatch.setattr(trainer_module, "trim_host_memory", lambda: events.append("trim") or trim())
+    monkeypatch.setattr(trainer_module, "memory_gib", lambda: events.append("memory") or memory())
     result = train(cfg)
+    assert events == ["trim", "memory"] * 2
     run = tmp_path / "run"
     rows = metrics(run)
     steps = [r for r in rows if r["step"] in (1, 2) and "reward/mean" in r]
@@ -68,6 +75,7 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
         assert r["req/scene_safety"] == 0.0 and r["stop/incorrect"] == 1.0
         for key in ("diversity/distinct_fraction", "diversity/repetition_rate", "time/train_s", "turns/mean"):
             assert key in r
+        assert r["time/trim_s"] > 0  # a CPU run with reuse_freed_host_memory off trims every step
         assert r["time/rollout_generate_s"] > 0 and r["time/rollout_judge_s"] > 0
         assert r["sampler/stratum/scene_safety=0.0"] == r["sampler/stratum/scene_safety=1.0"] == 1.0
     last = json.loads((run / "checkpoints" / "step_000002" / "trainer_state.json").read_text())
@@ -78,6 +86,9 @@ def test_multistep_run_logs_everything_and_reports(tiny_model_dir: Path, tmp_pat
     assert 0.1 < peaks[0] <= peaks[1] <= peak_now  # a running maximum, in GiB
     # the memory held now, read when the step is logged: never far over the peak read just before it
     assert all(0.1 < r["memory/rss_gib"] <= r["memory/peak_rss_gib"] + 0.05 for r in steps)
+    if platform.system() == "Linux":  # glibc's heap: its live blocks and the free space inside it
+        assert all(0.01 < r["memory/heap_in_use_gib"] < r["memory/peak_rss_gib"] for r in steps)
+        assert all(r["memory/heap_free_gib"] >= 0.0 for r in steps)
     assert result["before"]["rollouts"] == result["after"]["rollouts"] == 3  # 3 held-out scenarios x 1
     # one interval: summary.json's is the one logged for report.png (all rewards 0.0: a half-width of 0.0)
     after = json.loads((run / "eval_after" / "summary.json").read_text())
