@@ -66,7 +66,9 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
 
 def build_model(arch: str, out: Path) -> Path:
-    """A randomly initialised model of ``arch`` with the tiny tokenizer, saved in ``out``."""
+    """A randomly initialised model of ``arch`` with the tiny tokenizer, saved in ``out``: the same weights in
+    every process (seed 0), so two runs sample the same rollouts."""
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from envs.models import build_tiny_model
@@ -80,6 +82,7 @@ def build_model(arch: str, out: Path) -> Path:
     for key in ("vocab_size", "bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings"):
         if key in tiny:
             setattr(config, key, tiny[key])
+    torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config)
     for f in out.glob("*.safetensors"):
         f.unlink()
@@ -176,6 +179,9 @@ def main() -> None:
     parser.add_argument(
         "--out", default=None, help="work folder (default: a temporary one); gets result.json"
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, applied last"
+    )
     args = parser.parse_args()
 
     import torch
@@ -220,7 +226,8 @@ def main() -> None:
     ]
     overrides.append(f"logging.eval_group_size={args.eval_group}")
     if args.no_eval:
-        overrides += ["env.eval_scenarios=null", "env.eval_fraction=0"]
+        overrides += ["env.eval_scenarios=null", "env.extra_eval_scenarios={}", "env.eval_fraction=0"]
+    overrides += args.set
     cfg = load_config(ROOT / "configs/train/first_responder_cpu.yaml", overrides)
     rollouts_per_step: list[list[Rollout]] = []
     import train.orchestrator as orchestrator_module
@@ -259,6 +266,7 @@ def main() -> None:
                 "judge_s": r.get("time/rollout_judge_s"),
                 "train_s": r.get("time/train_s"),
                 "sync_s": r.get("time/sync_s"),
+                "trim_s": r.get("time/trim_s", 0.0),
                 "turns_mean": r.get("turns/mean"),
                 "decode_forwards": n_forwards,
                 "floor_forwards": floor,
@@ -288,13 +296,16 @@ def main() -> None:
             "max_tokens": args.max_tokens,
             "judge": args.judge,
         },
+        "overrides": args.set,
         "wall_s": wall,
         "steps": per_step,
         # GiB per step of the memory held now, over the steps after the first (its one-time allocations)
         "memory_slopes": memory_slopes(steps, last=len(steps) - 1 if len(steps) > 2 else None),
         "forwards_over_floor_mean": _mean([s["forwards_over_floor"] for s in per_step]),
         "rows_over_in_flight_mean": _mean([s["rows_over_in_flight"] for s in per_step]),
-        "step_s_mean": _mean([s["generate_and_score_s"] + s["train_s"] + s["sync_s"] for s in per_step]),
+        "step_s_mean": _mean(
+            [s["generate_and_score_s"] + s["train_s"] + s["trim_s"] + s["sync_s"] for s in per_step]
+        ),
         "tokens_per_s_generate_mean": _mean([s["tokens_per_s_generate"] for s in per_step]),
         "eval": {
             k: {
