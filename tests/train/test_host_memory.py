@@ -132,11 +132,11 @@ def memory_run(tmp_path: Path, config: str, *overrides: str, coin: float | None 
 # Memory held, not the peak: the least-squares slope of memory/rss_gib over the late steps
 # (train.memory_trend). Every step brings new shapes (rollouts of another length, micro-batches of another
 # width). Before the fix (oneDNN's two shape-keyed caches at 1024 entries each; glibc keeping the pages
-# freed between live blocks) the multi-turn run below climbed 0.053 GiB a step over steps 7-16 and the
-# criteria run 0.0079 over steps 11-40; after it, 0.0070 and 0.0014, one run each on the fast kind shared
-# with other work (docs/results.md, Host memory over a long run). Each bound sits between the two, about
-# 3x and 2.5x the slope after the fix (the multi-turn run's capped caches still fill over its 16 steps),
-# so a busy 2-core machine's noise does not fail it and the old climb does.
+# freed between live blocks) the multi-turn run below climbed 0.051 GiB a step over steps 7-16 and the
+# criteria run 0.0084 over steps 11-40; after it (the trim before the step's memory is read), 0.0056 and
+# 0.0013, one run each on the fast kind (docs/results.md, Host memory over a long run). Each bound sits
+# between the two, about 3.5x and 2.7x the slope after the fix (the multi-turn run's capped caches still
+# fill over its 16 steps), so a busy 2-core machine's noise does not fail it and the old climb does.
 MULTI_TURN_MAX_GIB_PER_STEP = 0.02
 CRITERIA_MAX_GIB_PER_STEP = 0.0035
 
