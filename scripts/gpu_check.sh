@@ -19,7 +19,7 @@ echo "$?" >"$OUT/tests.rc"
 for arch in $ARCHS; do
     case "$arch" in
         qwen2.5-1.5b) args=(--steps 2 --no-eval) limit=120 ;;  # the larger model: the steps only
-        *) args=(--steps 3) limit=180 ;;
+        *) args=(--steps 6) limit=180 ;;  # memory slopes over steps 2-6: five points, not two
     esac
     # 150 + 180 + 120 s at most: within 8 minutes; a benchmark cut short still reports its finished steps
     timeout "$limit" "$PY" benchmarks/rollout_step.py --arch "$arch" "${args[@]}" --out "$OUT/$arch" \
