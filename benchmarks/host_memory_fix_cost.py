@@ -6,8 +6,8 @@ run one after the other, ``--rounds`` times, each in a fresh process.
 
 The same seed samples the same rollouts in both arms (docs/results.md, Host memory over a long run), so step
 ``k`` of one arm does the same work as step ``k`` of the other: the ratio on/off is taken per step, over the
-steps after the first (its one-time set-up), and reported with a 95% interval over those pairs, clustered by step (``rubrics.intervals``). Beside it,
-each arm's RSS per step and its slope (``train.memory_trend``).
+steps after the first (its one-time set-up), and reported with a 95% interval over those pairs, clustered
+by step (``rubrics.intervals``). Beside it, each arm's RSS per step and its slope (``train.memory_trend``).
 
     .venv/bin/python benchmarks/host_memory_fix_cost.py                         # SmolLM2-135M's shape, 2 rounds
     .venv/bin/python benchmarks/host_memory_fix_cost.py --arch tiny --steps 3 --rounds 1
@@ -46,10 +46,6 @@ def run_arm(arch: str, steps: int, shape: list[str], overrides: list[str], work:
     return json.loads((work / "result.json").read_text())
 
 
-def step_seconds(step: dict) -> float:
-    return float(step["generate_and_score_s"] + step["train_s"] + step["trim_s"] + step["sync_s"])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="smollm2-135m")
@@ -68,7 +64,7 @@ def main() -> None:
     ratios, steps, same_rewards = [], [], True
     for off, on in zip(runs["off"], runs["on"], strict=True):
         for a, b in zip(off["steps"][1:], on["steps"][1:], strict=True):
-            ratios.append(step_seconds(b) / step_seconds(a))
+            ratios.append(b["step_s"] / a["step_s"])
             steps.append(str(a["step"]))
             same_rewards &= a["reward"] == b["reward"] and a["turns_mean"] == b["turns_mean"]
     # one cluster per step: step k of every round does the same work
@@ -87,7 +83,7 @@ def main() -> None:
         "per_arm": {
             arm: [
                 {
-                    "step_s": [round(step_seconds(s), 2) for s in run["steps"]],
+                    "step_s": [round(s["step_s"], 2) for s in run["steps"]],
                     "trim_s": [round(s["trim_s"], 3) for s in run["steps"]],  # inside step_s
                     "rss_gib": [round(s["rss_gib"], 3) for s in run["steps"]],
                     "rss_gib_per_step": run["memory_slopes"].get("memory/rss_gib", {}).get("gib_per_step"),

@@ -267,6 +267,10 @@ def main() -> None:
                 "train_s": r.get("time/train_s"),
                 "sync_s": r.get("time/sync_s"),
                 "trim_s": r.get("time/trim_s", 0.0),
+                "step_s": r["time/generate_and_score_s"]
+                + r["time/train_s"]
+                + r.get("time/trim_s", 0.0)
+                + r["time/sync_s"],
                 "turns_mean": r.get("turns/mean"),
                 "decode_forwards": n_forwards,
                 "floor_forwards": floor,
@@ -303,9 +307,7 @@ def main() -> None:
         "memory_slopes": memory_slopes(steps, last=len(steps) - 1 if len(steps) > 2 else None),
         "forwards_over_floor_mean": _mean([s["forwards_over_floor"] for s in per_step]),
         "rows_over_in_flight_mean": _mean([s["rows_over_in_flight"] for s in per_step]),
-        "step_s_mean": _mean(
-            [s["generate_and_score_s"] + s["train_s"] + s["trim_s"] + s["sync_s"] for s in per_step]
-        ),
+        "step_s_mean": _mean([s["step_s"] for s in per_step]),
         "tokens_per_s_generate_mean": _mean([s["tokens_per_s_generate"] for s in per_step]),
         "eval": {
             k: {

@@ -13,7 +13,6 @@ The measurements: docs/results.md, Host memory over a long run.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import sys
@@ -37,12 +36,10 @@ def main() -> None:
 
     import torch
 
-    from train.distributed import MallInfo2, cap_onednn_caches, rss_gib, trim_host_memory
+    from train.distributed import cap_onednn_caches, mallinfo2, rss_gib, trim_host_memory
 
     if args.capacity is not None:  # after importing torch, before its first operation
         cap_onednn_caches(args.capacity)
-    libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = MallInfo2
     linear, x_1NH = torch.nn.Linear(*args.features), torch.randn(1, args.shapes, args.features[0])
     bf16 = args.dtype == "bfloat16"
     start = (rss_gib() or 0.0) * 1024
@@ -51,7 +48,8 @@ def main() -> None:
         for n in range(1, args.shapes + 1):
             linear(x_1NH[:, :n])
             if n % args.every == 0:
-                info = libc.mallinfo2()
+                info = mallinfo2()
+                assert info is not None, "mallinfo2: glibc 2.33 or later"
                 rss_mib = (rss_gib() or 0.0) * 1024 - start
                 rows.append({"shapes": n, "rss_mib": round(rss_mib), "heap_in_use_mib": round(info.uordblks / MIB),
                              "heap_free_mib": round(info.fordblks / MIB)})  # fmt: skip

@@ -118,16 +118,16 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 """glibc ``mallopt`` parameters (malloc.h)."""
 
 
-def _libc_function(name: str, argtypes: list[Any]) -> Any:
-    """The function ``name`` of this process's own C library (glibc), taking ``argtypes`` and returning an
-    int, or None off Linux or where the C library has none."""
+def _libc_function(name: str, argtypes: list[Any], restype: Any = ctypes.c_int) -> Any:
+    """The function ``name`` of this process's own C library (glibc), taking ``argtypes`` and returning
+    ``restype``, or None off Linux or where the C library has none."""
     if platform.system() != "Linux":
         return None
     try:
         function = getattr(ctypes.CDLL(None), name)  # the process's own C library
     except (OSError, AttributeError):
         return None
-    function.argtypes, function.restype = argtypes, ctypes.c_int
+    function.argtypes, function.restype = argtypes, restype
     return function
 
 
@@ -234,6 +234,12 @@ class MallInfo2(ctypes.Structure):
     ]  # fmt: skip
 
 
+def mallinfo2() -> MallInfo2 | None:
+    """glibc's ``mallinfo2()`` now, or None off glibc or before 2.33."""
+    function = _libc_function("mallinfo2", [], MallInfo2)
+    return None if function is None else function()
+
+
 def heap_gib() -> dict[str, float]:
     """glibc's malloc now, in GiB: ``memory/heap_in_use_gib``, the bytes of live blocks (the heap's and the
     mmapped ones), and ``memory/heap_free_gib``, the free bytes inside the heap, resident until reused or
@@ -242,14 +248,9 @@ def heap_gib() -> dict[str, float]:
 
     RSS rising with the bytes in use is memory something holds (a cache, a leak); rising with the free
     bytes, memory the allocator keeps between live blocks (docs/results.md, Host memory over a long run)."""
-    if platform.system() != "Linux":
-        return {}
-    try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return {}
-    mallinfo2.argtypes, mallinfo2.restype = [], MallInfo2
     info = mallinfo2()
+    if info is None:
+        return {}
     return {
         "memory/heap_in_use_gib": (info.uordblks + info.hblkhd) / 2**30,
         "memory/heap_free_gib": info.fordblks / 2**30,
